@@ -1,0 +1,262 @@
+"""Linear assignment problems (LAP): one interface, several exact solvers.
+
+Three problem shapes share one ``solver=`` argument:
+
+* :func:`linear_sum_assignment` — a dense cost matrix, SciPy's semantics;
+* :func:`min_weight_full_bipartite_matching` — a sparse biadjacency matrix,
+  SciPy's semantics except that stored zeros are edges;
+* :func:`solve_gated` — sparse candidate links plus the cost of *not*
+  linking each row and column, the problem frame-to-frame tracking solves.
+
+``solver="auto"`` picks the fastest exact GPU solver when CuPy and a GPU are
+present, otherwise ``"scipy"``. :func:`available_solvers` lists the names.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import scipy.sparse as sp
+
+from ..backend import get_array_module, is_cupy_array, to_numpy
+from . import _scipy  # noqa: F401  (registers "scipy")
+from ._registry import Solver, available_solvers, get_solver, register_solver
+from ._scipy import reduced_problem
+
+# GPU solvers register themselves on import; each imports CuPy lazily, so
+# this works on machines without it.
+for _module in ("hungarian_tree", "hungarian_classical", "auction", "dgs"):
+    try:
+        __import__(f"{__name__}.{_module}")
+    except ModuleNotFoundError as _error:  # not written yet / optional
+        if _error.name != f"{__name__}.{_module}":
+            raise
+
+__all__ = [
+    "Solver",
+    "available_solvers",
+    "linear_sum_assignment",
+    "min_weight_full_bipartite_matching",
+    "register_solver",
+    "solve_gated",
+]
+
+
+def _module_for(solver: Solver):
+    if solver.gpu:
+        import cupy
+
+        return cupy
+    return np
+
+
+def linear_sum_assignment(cost: Any, maximize: bool = False, *, solver: str = "auto"):
+    """Solve the linear sum assignment problem of a dense cost matrix.
+
+    Same semantics as :func:`scipy.optimize.linear_sum_assignment`: a
+    rectangular ``(n, m)`` matrix gets ``min(n, m)`` assignments; ``inf``
+    entries are forbidden (``-inf`` when ``maximize``); NaN or the other
+    infinity raise ``ValueError``, and so does an infeasible matrix.
+
+    Parameters
+    ----------
+    cost : (n, m) array_like or cupy.ndarray
+        Cost of assigning row ``i`` to column ``j``.
+    maximize : bool
+        Maximise the total instead of minimising it.
+    solver : str
+        A name from :func:`available_solvers`, or ``"auto"``.
+
+    Returns
+    -------
+    row_ind, col_ind : (min(n, m),) int64 arrays
+        The assignment, sorted by row; NumPy or CuPy like ``cost``.
+    """
+    xp_in = get_array_module(cost)
+    matrix = xp_in.asarray(cost)
+    if matrix.ndim != 2:
+        raise ValueError(f"expected a matrix (2-D array), got a {matrix.ndim}-D array instead")
+    if matrix.dtype.kind not in "biuf":
+        raise ValueError(f"cost matrix must be real numbers, not {matrix.dtype}")
+    matrix = matrix.astype(np.float64, copy=True)
+    if maximize:
+        matrix = -matrix
+    if bool(xp_in.isnan(matrix).any()) or bool(xp_in.isneginf(matrix).any()):
+        raise ValueError("matrix contains invalid numeric entries")
+
+    transposed = matrix.shape[0] > matrix.shape[1]
+    if transposed:
+        matrix = matrix.T
+    n = matrix.shape[0]
+    if n == 0:
+        empty = xp_in.empty(0, dtype=np.int64)
+        return empty, empty.copy()
+
+    backend = get_solver(solver, "dense")
+    xp = _module_for(backend)
+    device_matrix = xp.ascontiguousarray(xp.asarray(matrix))
+    col_of_row = backend.dense(device_matrix)
+    _check_assignment(xp, col_of_row, device_matrix, "cost matrix is infeasible")
+    col_of_row = to_numpy(col_of_row).astype(np.int64)
+
+    rows = np.arange(n, dtype=np.int64)
+    if transposed:
+        rows, col_of_row = col_of_row, rows
+        order = np.argsort(rows)
+        rows, col_of_row = rows[order], col_of_row[order]
+    return xp_in.asarray(rows), xp_in.asarray(col_of_row)
+
+
+def min_weight_full_bipartite_matching(biadjacency: Any, maximize: bool = False, *, solver: str = "auto"):
+    """Minimum-weight matching of a sparse bipartite graph that matches the smaller side fully.
+
+    Same semantics as :func:`scipy.sparse.csgraph.min_weight_full_bipartite_matching`,
+    except that stored zeros are edges of weight zero (SciPy drops them).
+
+    Parameters
+    ----------
+    biadjacency : (n, m) scipy.sparse array/matrix, cupyx sparse matrix or dense array
+        Stored entries are the edges and their weights.
+    maximize : bool
+        Maximise the total weight instead.
+    solver : str
+        A name from :func:`available_solvers`, or ``"auto"``.
+
+    Returns
+    -------
+    row_ind, col_ind : (min(n, m),) int64 arrays, sorted by row.
+
+    Raises
+    ------
+    ValueError
+        If no full matching exists or a weight is NaN or infinite.
+    """
+    on_gpu = is_cupy_array(getattr(biadjacency, "data", None))
+    graph = sp.csr_array(biadjacency.get() if on_gpu else biadjacency, dtype=np.float64)
+    graph.sum_duplicates()
+    graph.sort_indices()
+    if not np.isfinite(graph.data).all():
+        raise ValueError("biadjacency matrix contains NaN or infinite weights")
+    if maximize:
+        graph = sp.csr_array((-graph.data, graph.indices, graph.indptr), shape=graph.shape)
+    transposed = graph.shape[0] > graph.shape[1]
+    if transposed:
+        graph = sp.csr_array(graph.T)
+        graph.sort_indices()
+    n, m = graph.shape
+    xp_out = get_array_module(biadjacency.data) if on_gpu else np
+    if n == 0:
+        empty = xp_out.empty(0, dtype=np.int64)
+        return empty, empty.copy()
+
+    backend = get_solver(solver, "sparse")
+    xp = _module_for(backend)
+    col_of_row = backend.sparse(
+        xp.asarray(graph.indptr.astype(np.int64)),
+        xp.asarray(graph.indices.astype(np.int64)),
+        xp.asarray(graph.data),
+        (n, m),
+    )
+    col_of_row = to_numpy(col_of_row).astype(np.int64)
+    if (col_of_row < 0).any() or len(np.unique(col_of_row)) != n:
+        raise ValueError("no full matching exists")
+    rows = np.arange(n, dtype=np.int64)
+    if transposed:
+        rows, col_of_row = col_of_row, rows
+        order = np.argsort(rows)
+        rows, col_of_row = rows[order], col_of_row[order]
+    return xp_out.asarray(rows), xp_out.asarray(col_of_row)
+
+
+def solve_gated(
+    rows: Any,
+    cols: Any,
+    cost: Any,
+    shape: tuple[int, int],
+    row_unassigned_cost: Any,
+    col_unassigned_cost: Any = None,
+    *,
+    solver: str = "auto",
+) -> tuple[np.ndarray, np.ndarray]:
+    """Optimal links of a gated assignment where any row or column may stay unlinked.
+
+    Minimises ``sum(cost[chosen edges]) + sum(row_unassigned_cost[unlinked rows])
+    + sum(col_unassigned_cost[unlinked cols])`` over one-to-one sets of the
+    candidate edges. This is the frame-to-frame linking problem of Jaqaman et
+    al. (2008): a particle may end (row unlinked) or start (column unlinked).
+
+    Parameters
+    ----------
+    rows, cols : (k,) int arrays
+        Candidate edges (row index, column index); no duplicates.
+    cost : (k,) float array
+        Finite edge costs.
+    shape : (int, int)
+        ``(n_rows, n_cols)``.
+    row_unassigned_cost, col_unassigned_cost : float or array
+        Cost of leaving each row (``(n_rows,)``) / column (``(n_cols,)``)
+        unlinked; the column costs default to the row costs when scalar.
+    solver : str
+        A name from :func:`available_solvers`, or ``"auto"``.
+
+    Returns
+    -------
+    row_ind, col_ind : int64 arrays
+        The chosen edges, sorted by row.
+    """
+    n_rows, n_cols = (int(s) for s in shape)
+    rows = np.asarray(to_numpy(rows), dtype=np.int64)
+    cols = np.asarray(to_numpy(cols), dtype=np.int64)
+    cost = np.asarray(to_numpy(cost), dtype=np.float64)
+    if not (rows.shape == cols.shape == cost.shape and rows.ndim == 1):
+        raise ValueError("rows, cols and cost must be 1-D arrays of the same length")
+    if rows.size and (rows.min() < 0 or rows.max() >= n_rows or cols.min() < 0 or cols.max() >= n_cols):
+        raise ValueError(f"edge indices out of range for shape {shape}")
+    if not np.isfinite(cost).all():
+        raise ValueError("edge costs must be finite (leave forbidden links out instead)")
+    if col_unassigned_cost is None:
+        if np.ndim(row_unassigned_cost) != 0:
+            raise ValueError("col_unassigned_cost is required when row_unassigned_cost is an array")
+        col_unassigned_cost = row_unassigned_cost
+    row_un = np.broadcast_to(np.asarray(to_numpy(row_unassigned_cost), dtype=np.float64), (n_rows,))
+    col_un = np.broadcast_to(np.asarray(to_numpy(col_unassigned_cost), dtype=np.float64), (n_cols,))
+    if not (np.isfinite(row_un).all() and np.isfinite(col_un).all()):
+        raise ValueError("unassigned (no-link) costs must be finite")
+    empty = np.empty(0, dtype=np.int64)
+    if rows.size == 0:
+        return empty, empty.copy()
+
+    backend = get_solver(solver, "gated")
+    if backend.gated is not None:
+        xp = _module_for(backend)
+        row_ind, col_ind = backend.gated(
+            n_rows, n_cols, xp.asarray(rows), xp.asarray(cols), xp.asarray(cost),
+            xp.asarray(np.ascontiguousarray(row_un)), xp.asarray(np.ascontiguousarray(col_un)),
+        )
+        row_ind = to_numpy(row_ind).astype(np.int64)
+        col_ind = to_numpy(col_ind).astype(np.int64)
+    else:
+        # Generic route through a sparse solver: the reduced rectangular
+        # problem with one private "no link" column per row.
+        r_rows, r_cols, weights, r_shape = reduced_problem(rows, cols, cost, row_un, col_un)
+        graph = sp.csr_array((weights, (r_rows, r_cols)), shape=r_shape)
+        row_ind, col_ind = min_weight_full_bipartite_matching(graph, solver=backend.name)
+        linked = col_ind < n_cols
+        row_ind, col_ind = row_ind[linked], col_ind[linked]
+    order = np.argsort(row_ind, kind="stable")
+    return row_ind[order], col_ind[order]
+
+
+def _check_assignment(xp, col_of_row, cost, message: str) -> None:
+    """Raise ``ValueError(message)`` unless ``col_of_row`` is a feasible one-to-one assignment.
+
+    Runs in the solver's array module so that a GPU matrix never crosses to the host.
+    """
+    n = cost.shape[0]
+    if col_of_row.shape != (n,) or bool((col_of_row < 0).any()) or bool((col_of_row >= cost.shape[1]).any()):
+        raise ValueError(message)
+    if len(xp.unique(col_of_row)) != n:
+        raise RuntimeError("solver returned a column twice; please report this as a bug")
+    if not bool(xp.isfinite(cost[xp.arange(n), col_of_row]).all()):
+        raise ValueError(message)

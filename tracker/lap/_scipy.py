@@ -1,0 +1,150 @@
+"""CPU backend: SciPy's solvers, with gated problems split into connected components.
+
+This is the reference every GPU solver is tested against, and the fallback
+when no GPU is present.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import scipy.optimize
+import scipy.sparse as sp
+from scipy.sparse.csgraph import connected_components, min_weight_full_bipartite_matching
+
+from ._registry import Solver, register_solver
+
+# Components with at most this many entries in their reduced dense form are
+# solved with the dense solver (fast for small blocks); larger ones sparsely.
+DENSE_COMPONENT_MAX_ENTRIES = 1 << 20
+
+
+def solve_dense(cost: np.ndarray) -> np.ndarray:
+    """Column of each row for a rectangular ``(n, m)``, ``n <= m`` cost; -1s if infeasible."""
+    n = cost.shape[0]
+    try:
+        rows, cols = scipy.optimize.linear_sum_assignment(cost)
+    except ValueError:  # "cost matrix is infeasible"
+        return np.full(n, -1, dtype=np.int64)
+    col_of_row = np.full(n, -1, dtype=np.int64)
+    col_of_row[rows] = cols
+    return col_of_row
+
+
+def solve_sparse(indptr: np.ndarray, indices: np.ndarray, data: np.ndarray, shape: tuple[int, int]) -> np.ndarray:
+    """Column of each row for a CSR biadjacency (``n <= m``) matching every row; -1s if none exists."""
+    n = shape[0]
+    col_of_row = np.full(n, -1, dtype=np.int64)
+    if n == 0:
+        return col_of_row
+    # SciPy drops stored zeros (they are edges here) and a row-perfect
+    # matching's optimum is unchanged by adding a constant to every edge,
+    # so shift all weights to >= 1.
+    shifted = data - data.min() + 1.0 if data.size else data
+    graph = sp.csr_array((shifted, indices, indptr), shape=shape)
+    try:
+        rows, cols = min_weight_full_bipartite_matching(graph)
+    except ValueError:  # "no full matching exists"
+        return col_of_row
+    col_of_row[rows] = cols
+    return col_of_row
+
+
+def solve_gated(
+    n_rows: int,
+    n_cols: int,
+    rows: np.ndarray,
+    cols: np.ndarray,
+    cost: np.ndarray,
+    row_unassigned: np.ndarray,
+    col_unassigned: np.ndarray,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Chosen edges of a gated problem with per-row and per-column "no link" costs.
+
+    The gated graph is split into connected components. Each component with
+    one edge is decided directly; the others are solved exactly in their
+    reduced form (see :func:`reduced_problem`).
+    """
+    # An edge costlier than leaving both ends unmatched is never optimal.
+    useful = cost < row_unassigned[rows] + col_unassigned[cols]
+    rows, cols, cost = rows[useful], cols[useful], cost[useful]
+    if rows.size == 0:
+        empty = np.empty(0, dtype=np.int64)
+        return empty, empty
+
+    graph = sp.coo_array((np.ones(rows.size, dtype=np.int8), (rows, n_rows + cols)), shape=(n_rows + n_cols,) * 2)
+    _, labels = connected_components(graph, directed=False)
+    edge_label = labels[rows]
+    edges_per_label = np.bincount(edge_label, minlength=labels.max() + 1)
+
+    # The pruned single edge of an isolated pair always beats "no link".
+    single = edges_per_label[edge_label] == 1
+    chosen_rows = [rows[single]]
+    chosen_cols = [cols[single]]
+
+    multi = np.flatnonzero(~single)
+    if multi.size:
+        order = multi[np.argsort(edge_label[multi], kind="stable")]
+        boundaries = np.flatnonzero(np.diff(edge_label[order])) + 1
+        for edges in np.split(order, boundaries):
+            r, c = _solve_component(rows[edges], cols[edges], cost[edges], row_unassigned, col_unassigned)
+            chosen_rows.append(r)
+            chosen_cols.append(c)
+
+    row_ind = np.concatenate(chosen_rows)
+    col_ind = np.concatenate(chosen_cols)
+    order = np.argsort(row_ind, kind="stable")
+    return row_ind[order], col_ind[order]
+
+
+def reduced_problem(
+    local_rows: np.ndarray,
+    local_cols: np.ndarray,
+    cost: np.ndarray,
+    row_unassigned: np.ndarray,
+    col_unassigned: np.ndarray,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, tuple[int, int]]:
+    """Edges of the rectangular problem equivalent to a gated one with "no link" costs.
+
+    ``r`` rows, ``c + r`` columns: column ``j < c`` is real with weight
+    ``cost - col_unassigned[j]``; column ``c + i`` is row ``i``'s private
+    "no link" column with weight ``row_unassigned[i]``. Every row is matched,
+    and the objective differs from the gated one by the constant
+    ``sum(col_unassigned)``.
+    """
+    r, c = len(row_unassigned), len(col_unassigned)
+    all_rows = np.concatenate([local_rows, np.arange(r)])
+    all_cols = np.concatenate([local_cols, c + np.arange(r)])
+    weights = np.concatenate([cost - col_unassigned[local_cols], row_unassigned])
+    return all_rows, all_cols, weights, (r, c + r)
+
+
+def _solve_component(rows, cols, cost, row_unassigned, col_unassigned):
+    unique_rows, local_rows = np.unique(rows, return_inverse=True)
+    unique_cols, local_cols = np.unique(cols, return_inverse=True)
+    r_rows, r_cols, weights, shape = reduced_problem(
+        local_rows, local_cols, cost, row_unassigned[unique_rows], col_unassigned[unique_cols]
+    )
+    if shape[0] * shape[1] <= DENSE_COMPONENT_MAX_ENTRIES:
+        dense = np.full(shape, np.inf)
+        dense[r_rows, r_cols] = weights
+        col_of_row = solve_dense(dense)
+    else:
+        graph = sp.csr_array((weights, (r_rows, r_cols)), shape=shape)
+        graph.sort_indices()
+        col_of_row = solve_sparse(graph.indptr, graph.indices, graph.data, shape)
+    linked = np.flatnonzero(col_of_row < len(unique_cols))
+    return unique_rows[linked], unique_cols[col_of_row[linked]]
+
+
+register_solver(
+    Solver(
+        name="scipy",
+        description="CPU reference: scipy.optimize.linear_sum_assignment (dense) and "
+        "scipy.sparse.csgraph.min_weight_full_bipartite_matching (sparse), per connected component",
+        gpu=False,
+        exact=True,
+        dense=solve_dense,
+        sparse=solve_sparse,
+        gated=solve_gated,
+    )
+)

@@ -1,0 +1,77 @@
+"""Tables: plain ``dict[str, numpy.ndarray]`` of equal-length 1-D columns.
+
+Like ``skimage.measure.regionprops_table``, every table in this package is a
+dictionary of columns, so ``pandas.DataFrame(table)`` works without pandas
+being a dependency. These helpers keep the few operations the pipeline needs
+in one place.
+
+Standard columns
+----------------
+detections : ``frame`` (int), ``z, y, x`` (float, micrometres),
+    ``intensity`` (float, counts above background), ``quality`` (float,
+    filter response), optionally ``z_vox, y_vox, x_vox`` (voxels).
+tracks : detections columns plus ``track_id`` (int) and optionally
+    ``link_cost`` (µm², cost of the link *into* this point, NaN at a start)
+    and ``link_confidence`` (0..1).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+
+import numpy as np
+
+Table = dict[str, np.ndarray]
+
+DETECTION_COLUMNS = ("frame", "z", "y", "x", "intensity", "quality")
+TRACK_COLUMNS = ("track_id", "frame", "z", "y", "x")
+
+
+def table_length(table: Mapping[str, np.ndarray]) -> int:
+    """Number of rows; raises ``ValueError`` if columns differ in length."""
+    lengths = {len(column) for column in table.values()}
+    if len(lengths) > 1:
+        raise ValueError(f"table columns have different lengths: {sorted(lengths)}")
+    return lengths.pop() if lengths else 0
+
+
+def require_columns(table: Mapping[str, np.ndarray], columns: Iterable[str], what: str = "table") -> None:
+    """Raise ``ValueError`` naming every missing column."""
+    missing = [c for c in columns if c not in table]
+    if missing:
+        raise ValueError(f"{what} is missing column(s): {', '.join(missing)}")
+
+
+def take_rows(table: Mapping[str, np.ndarray], index: np.ndarray) -> Table:
+    """Rows selected by an integer index or boolean mask, as a new table."""
+    return {name: np.asarray(column)[index] for name, column in table.items()}
+
+
+def sort_table(table: Mapping[str, np.ndarray], keys: Sequence[str]) -> Table:
+    """Stable sort by ``keys`` (first key is the primary one)."""
+    if table_length(table) == 0:
+        return dict(table)
+    order = np.lexsort([np.asarray(table[k]) for k in reversed(keys)])
+    return take_rows(table, order)
+
+
+def concat_tables(tables: Sequence[Mapping[str, np.ndarray]], columns: Sequence[str] | None = None) -> Table:
+    """Concatenate tables row-wise over ``columns`` (default: the first table's)."""
+    if columns is None:
+        if not tables:
+            return {}
+        columns = list(tables[0])
+    return {c: np.concatenate([np.asarray(t[c]) for t in tables]) if tables else np.empty(0) for c in columns}
+
+
+def empty_detections() -> Table:
+    """A detections table with no rows and the standard dtypes."""
+    table: Table = {"frame": np.empty(0, dtype=np.int64)}
+    for name in DETECTION_COLUMNS[1:]:
+        table[name] = np.empty(0, dtype=np.float64)
+    return table
+
+
+def positions_um(table: Mapping[str, np.ndarray]) -> np.ndarray:
+    """``(n, 3)`` float64 array of ``z, y, x`` in micrometres."""
+    return np.column_stack([np.asarray(table[c], dtype=np.float64) for c in ("z", "y", "x")]).reshape(-1, 3)

@@ -15,7 +15,7 @@ import re
 import tempfile
 import xml.etree.ElementTree as ElementTree
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -46,6 +46,9 @@ def atomic_path(path: str | os.PathLike, overwrite: bool = False) -> Iterator[Pa
     fd, tmp_name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".part", dir=target.parent)
     os.close(fd)
     tmp = Path(tmp_name)
+    umask = os.umask(0)
+    os.umask(umask)
+    os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes 0600; give the usual permissions
     try:
         yield tmp
         os.replace(tmp, target)
@@ -184,9 +187,7 @@ class Stack:
 def as_stack(data: Any, voxel_size: Sequence[float] | None = None) -> Stack:
     """Wrap an in-memory ``(T, Z, Y, X)`` array (or a ``Stack``) as a :class:`Stack`."""
     if isinstance(data, Stack):
-        if voxel_size is not None:
-            data.voxel_size = _check_voxel_size(voxel_size)
-        return data
+        return data if voxel_size is None else replace(data, voxel_size=_check_voxel_size(voxel_size))
     array = np.asarray(data) if not hasattr(data, "__cuda_array_interface__") else data
     if array.ndim != 4:
         raise InputError(f"expected a (T, Z, Y, X) array, got shape {tuple(array.shape)}")

@@ -1,0 +1,195 @@
+"""tracker.lap front-end and the SciPy backend, against SciPy itself and brute force."""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import pytest
+import scipy.optimize
+import scipy.sparse as sp
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from tracker import lap
+
+
+def _scipy_or_error(cost, maximize=False):
+    try:
+        return scipy.optimize.linear_sum_assignment(cost, maximize=maximize), None
+    except ValueError as error:
+        return None, str(error)
+
+
+@st.composite
+def cost_matrices(draw):
+    n = draw(st.integers(0, 7))
+    m = draw(st.integers(0, 7))
+    kind = draw(st.sampled_from(["int", "float", "ties", "negative", "huge"]))
+    seed = draw(st.integers(0, 2**32 - 1))
+    rng = np.random.default_rng(seed)
+    if kind == "int":
+        cost = rng.integers(0, 10, (n, m)).astype(float)
+    elif kind == "ties":
+        cost = np.full((n, m), 3.0)
+    elif kind == "negative":
+        cost = rng.normal(0, 100, (n, m))
+    elif kind == "huge":
+        cost = rng.random((n, m)) * 10.0 ** rng.integers(-6, 12, (n, m))
+    else:
+        cost = rng.random((n, m))
+    forbidden = rng.random((n, m)) < draw(st.sampled_from([0.0, 0.2, 0.6]))
+    cost[forbidden] = np.inf
+    return cost
+
+
+@settings(max_examples=400, deadline=None)
+@given(cost_matrices(), st.booleans())
+def test_dense_matches_scipy(cost, maximize):
+    if maximize:
+        cost = np.where(np.isinf(cost), -np.inf, cost)
+    expected, error = _scipy_or_error(cost, maximize)
+    if error is not None:
+        with pytest.raises(ValueError, match="infeasible"):
+            lap.linear_sum_assignment(cost, maximize, solver="scipy")
+        return
+    rows, cols = lap.linear_sum_assignment(cost, maximize, solver="scipy")
+    assert np.array_equal(rows, np.sort(rows))
+    assert len(rows) == min(cost.shape)
+    assert len(np.unique(cols)) == len(cols)
+    np.testing.assert_allclose(cost[rows, cols].sum(), cost[expected].sum(), rtol=1e-9)
+
+
+def test_dense_rejects_bad_input():
+    with pytest.raises(ValueError, match="invalid numeric"):
+        lap.linear_sum_assignment(np.array([[np.nan, 1.0], [1.0, 0.0]]))
+    with pytest.raises(ValueError, match="invalid numeric"):
+        lap.linear_sum_assignment(np.array([[-np.inf, 1.0], [1.0, 0.0]]))
+    with pytest.raises(ValueError, match="invalid numeric"):
+        lap.linear_sum_assignment(np.array([[np.inf, 1.0], [1.0, 0.0]]), maximize=True)
+    with pytest.raises(ValueError, match="2-D"):
+        lap.linear_sum_assignment(np.ones(3))
+    with pytest.raises(ValueError, match="infeasible"):
+        lap.linear_sum_assignment(np.array([[np.inf, np.inf], [1.0, 2.0]]))
+    with pytest.raises(ValueError, match="unknown solver"):
+        lap.linear_sum_assignment(np.ones((2, 2)), solver="nope")
+
+
+@pytest.mark.parametrize("shape", [(0, 0), (0, 3), (3, 0), (1, 1), (1, 5), (5, 1)])
+def test_dense_degenerate_shapes(shape, rng):
+    cost = rng.random(shape)
+    rows, cols = lap.linear_sum_assignment(cost, solver="scipy")
+    expected = scipy.optimize.linear_sum_assignment(cost)
+    assert np.array_equal(rows, expected[0]) and np.array_equal(cols, expected[1])
+
+
+def test_dense_integer_and_bool_inputs():
+    cost = np.array([[4, 1, 3], [2, 0, 5], [3, 2, 2]], dtype=np.int64)
+    rows, cols = lap.linear_sum_assignment(cost, solver="scipy")
+    assert cost[rows, cols].sum() == 5
+    rows, cols = lap.linear_sum_assignment(np.eye(3, dtype=bool), maximize=True, solver="scipy")
+    assert np.array_equal(cols, [0, 1, 2])
+
+
+@st.composite
+def sparse_graphs(draw):
+    n = draw(st.integers(1, 8))
+    m = draw(st.integers(1, 8))
+    rng = np.random.default_rng(draw(st.integers(0, 2**32 - 1)))
+    mask = rng.random((n, m)) < draw(st.sampled_from([0.3, 0.6, 1.0]))
+    weights = rng.integers(-5, 20, (n, m)).astype(float) if draw(st.booleans()) else rng.normal(size=(n, m))
+    return mask, weights
+
+
+@settings(max_examples=300, deadline=None)
+@given(sparse_graphs(), st.booleans())
+def test_sparse_matches_dense_reference(graph, maximize):
+    mask, weights = graph
+    dense = np.where(mask, weights, -np.inf if maximize else np.inf)
+    expected, error = _scipy_or_error(dense, maximize)
+    biadjacency = sp.csr_array((weights[mask], np.nonzero(mask)), shape=mask.shape)
+    if error is not None:
+        with pytest.raises(ValueError, match="no full matching"):
+            lap.min_weight_full_bipartite_matching(biadjacency, maximize, solver="scipy")
+        return
+    rows, cols = lap.min_weight_full_bipartite_matching(biadjacency, maximize, solver="scipy")
+    assert mask[rows, cols].all()
+    np.testing.assert_allclose(weights[rows, cols].sum(), weights[expected].sum(), rtol=1e-9, atol=1e-9)
+
+
+def test_sparse_zero_weights_are_edges():
+    graph = sp.csr_array((np.zeros(2), (np.array([0, 1]), np.array([1, 0]))), shape=(2, 2))
+    rows, cols = lap.min_weight_full_bipartite_matching(graph, solver="scipy")
+    assert np.array_equal(cols, [1, 0])
+
+
+def brute_force_gated(n_rows, n_cols, edges, row_un, col_un):
+    """Best objective over every one-to-one subset of edges (tiny problems only)."""
+    best = row_un.sum() + col_un.sum()
+    for k in range(1, min(n_rows, n_cols) + 1):
+        for subset in itertools.combinations(edges, k):
+            rs = [e[0] for e in subset]
+            cs = [e[1] for e in subset]
+            if len(set(rs)) < k or len(set(cs)) < k:
+                continue
+            total = sum(e[2] for e in subset) + row_un.sum() - row_un[rs].sum() + col_un.sum() - col_un[cs].sum()
+            best = min(best, total)
+    return best
+
+
+def gated_objective(rows, cols, cost_of, row_un, col_un):
+    total = sum(cost_of[(r, c)] for r, c in zip(rows, cols))
+    return total + row_un.sum() - row_un[rows].sum() + col_un.sum() - col_un[cols].sum()
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.integers(1, 5), st.integers(1, 5), st.integers(0, 2**32 - 1), st.booleans())
+def test_gated_is_optimal(n_rows, n_cols, seed, per_node_costs):
+    rng = np.random.default_rng(seed)
+    mask = rng.random((n_rows, n_cols)) < 0.6
+    rows, cols = np.nonzero(mask)
+    cost = rng.random(len(rows)) * 4
+    if per_node_costs:
+        row_un, col_un = rng.random(n_rows) * 2, rng.random(n_cols) * 2
+    else:
+        row_un = np.full(n_rows, 1.0)
+        col_un = np.full(n_cols, 1.0)
+    chosen_r, chosen_c = lap.solve_gated(rows, cols, cost, (n_rows, n_cols), row_un, col_un, solver="scipy")
+    assert len(set(chosen_r)) == len(chosen_r) and len(set(chosen_c)) == len(chosen_c)
+    cost_of = {(r, c): w for r, c, w in zip(rows, cols, cost)}
+    assert all((r, c) in cost_of for r, c in zip(chosen_r, chosen_c))
+    edges = list(zip(rows, cols, cost))
+    got = gated_objective(chosen_r, chosen_c, cost_of, row_un, col_un)
+    np.testing.assert_allclose(got, brute_force_gated(n_rows, n_cols, edges, row_un, col_un), rtol=1e-9)
+
+
+def test_gated_large_component_uses_sparse_path(rng, monkeypatch):
+    from tracker.lap import _scipy
+
+    monkeypatch.setattr(_scipy, "DENSE_COMPONENT_MAX_ENTRIES", 4)
+    n = 40
+    dense = rng.random((n, n)) * 3
+    rows, cols = np.nonzero(dense < 2)
+    cost = dense[rows, cols]
+    r1, c1 = lap.solve_gated(rows, cols, cost, (n, n), 1.2, solver="scipy")
+    monkeypatch.setattr(_scipy, "DENSE_COMPONENT_MAX_ENTRIES", 1 << 20)
+    r2, c2 = lap.solve_gated(rows, cols, cost, (n, n), 1.2, solver="scipy")
+    cost_of = {(r, c): w for r, c, w in zip(rows, cols, cost)}
+    un = np.full(n, 1.2)
+    np.testing.assert_allclose(
+        gated_objective(r1, c1, cost_of, un, un), gated_objective(r2, c2, cost_of, un, un), rtol=1e-12
+    )
+
+
+def test_gated_validation():
+    with pytest.raises(ValueError, match="finite"):
+        lap.solve_gated([0], [0], [np.nan], (1, 1), 1.0)
+    with pytest.raises(ValueError, match="out of range"):
+        lap.solve_gated([0], [3], [1.0], (1, 1), 1.0)
+    rows, cols = lap.solve_gated([], [], [], (3, 4), 1.0)
+    assert rows.size == 0 and cols.size == 0
+
+
+def test_available_solvers_lists_scipy_and_auto():
+    names = lap.available_solvers()
+    assert names[0] == "auto" and "scipy" in names

@@ -1,0 +1,62 @@
+import numpy as np
+import pytest
+
+from tracker import link, metrics, simulate
+
+
+def _noisy_detections(truth, sigma, seed=0):
+    rng = np.random.default_rng(seed)
+    visible = truth["visible"]
+    table = {name: np.asarray(truth[name])[visible] for name in ("frame", "z", "y", "x")}
+    for axis in "zyx":
+        table[axis] = table[axis] + rng.normal(0, sigma, len(table[axis]))
+    return table
+
+
+def test_links_simulated_particles():
+    truth = simulate.simulate_tracks(80, 15, (10.0, 25.0, 25.0), 0.4, 0.5, seed=1)
+    tracks = link.link_detections(_noisy_detections(truth, 0.03), 1.5, solver="scipy")
+    scores = metrics.evaluate(tracks, truth, 0.5)
+    assert scores["link_f1"] > 0.98
+    assert list(tracks)[:2] == ["track_id", "frame"] and "link_cost" in tracks
+    starts = np.r_[True, np.diff(tracks["track_id"]) != 0]
+    assert np.all(np.isnan(tracks["link_cost"][starts])) and np.all(tracks["link_cost"][~starts] <= 1.5**2)
+
+
+def test_gate_and_appearance():
+    detections = {"frame": np.array([0, 0, 1, 1]), "z": np.zeros(4), "y": np.zeros(4),
+                  "x": np.array([0.0, 10.0, 0.5, 30.0])}
+    tracks = link.link_detections(detections, 1.0, solver="scipy")
+    # (0 → 0.5) links; 10 ends, 30 starts.
+    assert len(np.unique(tracks["track_id"])) == 3
+    linked = tracks["x"][tracks["track_id"] == tracks["track_id"][tracks["x"] == 0.0][0]]
+    assert sorted(linked.tolist()) == [0.0, 0.5]
+
+
+def test_empty_frames_and_single_detection():
+    detections = {"frame": np.array([0, 2, 3]), "z": np.zeros(3), "y": np.zeros(3), "x": np.array([0.0, 0.1, 0.2])}
+    tracks = link.link_detections(detections, 1.0, solver="scipy")
+    # Frame 1 is empty: the point of frame 0 cannot link to frame 2.
+    assert tracks["track_id"].tolist() == [0, 1, 1]
+    none = link.link_detections({"frame": np.empty(0, int), "z": np.empty(0), "y": np.empty(0),
+                                 "x": np.empty(0)}, 1.0)
+    assert len(none["track_id"]) == 0
+
+
+def test_deterministic_and_order_independent():
+    truth = simulate.simulate_tracks(60, 10, (10.0, 20.0, 20.0), 0.5, seed=2)
+    detections = _noisy_detections(truth, 0.05)
+    a = link.link_detections(detections, 1.5, solver="scipy")
+    b = link.link_detections(detections, 1.5, solver="scipy")
+    for name in a:
+        np.testing.assert_array_equal(a[name], b[name])
+
+
+def test_requires_positions():
+    with pytest.raises(ValueError, match="missing column"):
+        link.link_detections({"frame": np.array([0])}, 1.0)
+
+
+def test_track_ids_from_predecessors():
+    predecessor = np.array([-1, -1, 0, 1, 3, -1])
+    assert link.track_ids_from_predecessors(predecessor).tolist() == [0, 1, 0, 1, 1, 2]

@@ -1,0 +1,52 @@
+import numpy as np
+import pytest
+
+from tracker import simulate
+
+
+def test_tracks_are_deterministic_and_inside_the_field_of_view():
+    a = simulate.simulate_tracks(30, 10, (5.0, 10.0, 10.0), 0.5, seed=4)
+    b = simulate.simulate_tracks(30, 10, (5.0, 10.0, 10.0), 0.5, seed=4)
+    for name in a:
+        np.testing.assert_array_equal(a[name], b[name])
+    for axis, extent in zip("zyx", (5.0, 10.0, 10.0)):
+        assert a[axis].min() >= 0 and a[axis].max() <= extent
+
+
+@pytest.mark.parametrize("persistence", [0.0, 0.5, 0.9])
+def test_step_size_and_persistence(persistence):
+    truth = simulate.simulate_tracks(400, 30, (50.0, 50.0, 50.0), 0.5, persistence, margin_um=0.0, seed=1)
+    # Velocities of consecutive points of each track (no re-entry gaps without a margin... use same id).
+    order = np.lexsort((truth["frame"], truth["track_id"]))
+    xyz = np.column_stack([truth[c] for c in "zyx"])[order]
+    same = np.diff(truth["track_id"][order]) == 0
+    v = np.diff(xyz, axis=0)[same]
+    rms = np.sqrt(np.mean(np.sum(v**2, axis=1)))
+    assert 0.4 < rms < 0.6
+    # Lag-1 velocity correlation ≈ persistence.
+    v_all = np.diff(xyz, axis=0)
+    ok = same[1:] & same[:-1]
+    a, b = v_all[:-1][ok], v_all[1:][ok]
+    correlation = np.sum(a * b) / np.sqrt(np.sum(a * a) * np.sum(b * b))
+    assert abs(correlation - persistence) < 0.1
+
+
+def test_blinking_births_and_deaths():
+    truth = simulate.simulate_tracks(200, 20, (10.0, 10.0, 10.0), 0.3, birth_rate=0.05, death_rate=0.05,
+                                     blink_probability=0.2, seed=2)
+    assert 0.15 < 1 - truth["visible"].mean() < 0.25
+    assert len(np.unique(truth["track_id"])) > 200
+
+
+def test_invalid_parameters():
+    with pytest.raises(ValueError):
+        simulate.simulate_tracks(persistence=1.5)
+
+
+def test_render_places_spots_at_the_true_positions():
+    truth = {"track_id": np.array([0]), "frame": np.array([0]), "z": np.array([2.0]), "y": np.array([3.0]),
+             "x": np.array([1.5]), "visible": np.array([True])}
+    stack = simulate.render_stack(truth, (1, 10, 20, 20), (0.5, 0.25, 0.25), snr=50, seed=0)
+    assert stack.dtype == np.uint16 and stack.shape == (1, 10, 20, 20)
+    peak = np.unravel_index(np.argmax(stack[0]), stack.shape[1:])
+    assert peak == (4, 12, 6)

@@ -145,6 +145,7 @@ def render_stack(
     background: float = 100.0,
     read_noise: float = 2.0,
     seed: int = 0,
+    xp=np,
 ) -> np.ndarray:
     """Render visible particles to a noisy ``(T, Z, Y, X)`` uint16 stack.
 
@@ -170,6 +171,9 @@ def render_stack(
         Mean background photons per voxel; read-noise standard deviation.
     seed : int
         Seed of the noise.
+    xp : module
+        ``numpy`` (default) or ``cupy``: where to render (the noise streams
+        of the two differ). Returns an array of that module.
     """
     n_frames, *volume_shape = (int(s) for s in shape)
     if len(volume_shape) != 3:
@@ -181,25 +185,27 @@ def render_stack(
     offsets = np.stack(
         np.meshgrid(*[np.arange(-r, r + 1) for r in radius], indexing="ij"), axis=-1
     ).reshape(-1, 3)
-    rng = np.random.default_rng(seed)
-    stack = np.empty((n_frames, *volume_shape), dtype=np.uint16)
+    rng = xp.random.default_rng(seed)
+    stack = xp.empty((n_frames, *volume_shape), dtype=xp.uint16)
     frame_of = np.asarray(ground_truth["frame"])
     visible = np.asarray(ground_truth.get("visible", np.ones(len(frame_of), bool)), dtype=bool)
     centres_all = np.column_stack([ground_truth[c] for c in ("z", "y", "x")]) / voxel
+    offsets, sigma_vox, shape = xp.asarray(offsets), xp.asarray(sigma_vox), xp.asarray(volume_shape)
+    n_voxels = int(np.prod(volume_shape))
     for t in range(n_frames):
-        centres = centres_all[(frame_of == t) & visible]
-        signal = np.zeros(int(np.prod(volume_shape)))
+        centres = xp.asarray(centres_all[(frame_of == t) & visible])
+        signal = xp.zeros(n_voxels)
         if len(centres):
-            nearest = np.rint(centres).astype(int)
-            voxels = nearest[:, None, :] + offsets[None, :, :]  # (n, k, 3)
+            voxels = xp.rint(centres).astype(xp.int64)[:, None, :] + offsets[None, :, :]  # (n, k, 3)
             delta = (voxels - centres[:, None, :]) / sigma_vox
-            values = amplitude * np.exp(-0.5 * np.sum(delta**2, axis=-1))
-            inside = np.all((voxels >= 0) & (voxels < volume_shape), axis=-1)
-            flat = np.ravel_multi_index(tuple(voxels[inside].T), volume_shape)
-            signal = np.bincount(flat, weights=values[inside], minlength=signal.size)
-        photons = rng.poisson(background + signal).astype(np.float64)
-        photons += rng.normal(0.0, read_noise, photons.shape)
-        stack[t] = np.clip(np.rint(photons), 0, np.iinfo(np.uint16).max).reshape(volume_shape)
+            values = amplitude * xp.exp(-0.5 * xp.sum(delta**2, axis=-1))
+            inside = xp.all((voxels >= 0) & (voxels < shape), axis=-1)
+            inside_voxels = voxels[inside]
+            flat = (inside_voxels[:, 0] * volume_shape[1] + inside_voxels[:, 1]) * volume_shape[2] + inside_voxels[:, 2]
+            signal = xp.bincount(flat, weights=values[inside], minlength=n_voxels)
+        photons = rng.poisson(background + signal).astype(xp.float64)
+        photons += read_noise * rng.standard_normal(photons.shape)
+        stack[t] = xp.clip(xp.rint(photons), 0, np.iinfo(np.uint16).max).reshape(volume_shape)
     return stack
 
 

@@ -43,6 +43,11 @@ __all__ = [
 ]
 
 
+def _as_array(xp, array, dtype):
+    """``array`` in module ``xp`` (CuPy arrays are copied to the host for NumPy)."""
+    return xp.asarray(to_numpy(array) if xp is np else array, dtype=dtype)
+
+
 def _module_for(solver: Solver):
     if solver.gpu:
         import cupy
@@ -189,7 +194,8 @@ def solve_gated(
     Parameters
     ----------
     rows, cols : (k,) int arrays
-        Candidate edges (row index, column index); no duplicates.
+        Candidate edges (row index, column index); no duplicates. NumPy or
+        CuPy: CuPy inputs stay on the GPU when the solver runs there.
     cost : (k,) float array
         Finite edge costs.
     shape : (int, int)
@@ -202,38 +208,36 @@ def solve_gated(
 
     Returns
     -------
-    row_ind, col_ind : int64 arrays
+    row_ind, col_ind : int64 NumPy arrays
         The chosen edges, sorted by row.
     """
     n_rows, n_cols = (int(s) for s in shape)
-    rows = np.asarray(to_numpy(rows), dtype=np.int64)
-    cols = np.asarray(to_numpy(cols), dtype=np.int64)
-    cost = np.asarray(to_numpy(cost), dtype=np.float64)
-    if not (rows.shape == cols.shape == cost.shape and rows.ndim == 1):
-        raise ValueError("rows, cols and cost must be 1-D arrays of the same length")
-    if rows.size and (rows.min() < 0 or rows.max() >= n_rows or cols.min() < 0 or cols.max() >= n_cols):
-        raise ValueError(f"edge indices out of range for shape {shape}")
-    if not np.isfinite(cost).all():
-        raise ValueError("edge costs must be finite (leave forbidden links out instead)")
     if col_unassigned_cost is None:
         if np.ndim(row_unassigned_cost) != 0:
             raise ValueError("col_unassigned_cost is required when row_unassigned_cost is an array")
         col_unassigned_cost = row_unassigned_cost
-    row_un = np.broadcast_to(np.asarray(to_numpy(row_unassigned_cost), dtype=np.float64), (n_rows,))
-    col_un = np.broadcast_to(np.asarray(to_numpy(col_unassigned_cost), dtype=np.float64), (n_cols,))
-    if not (np.isfinite(row_un).all() and np.isfinite(col_un).all()):
+    backend = get_solver(solver, "gated")
+    # Inputs already on the GPU stay there for a GPU solver; everything else is NumPy.
+    xp = _module_for(backend) if backend.gated is not None else np
+    rows, cols = _as_array(xp, rows, np.int64), _as_array(xp, cols, np.int64)
+    cost = _as_array(xp, cost, np.float64)
+    if not (rows.shape == cols.shape == cost.shape and rows.ndim == 1):
+        raise ValueError("rows, cols and cost must be 1-D arrays of the same length")
+    if rows.size and (int(rows.min()) < 0 or int(rows.max()) >= n_rows
+                      or int(cols.min()) < 0 or int(cols.max()) >= n_cols):
+        raise ValueError(f"edge indices out of range for shape {shape}")
+    if not bool(xp.isfinite(cost).all()):
+        raise ValueError("edge costs must be finite (leave forbidden links out instead)")
+    row_un = xp.ascontiguousarray(xp.broadcast_to(xp.asarray(row_unassigned_cost, dtype=np.float64), (n_rows,)))
+    col_un = xp.ascontiguousarray(xp.broadcast_to(xp.asarray(col_unassigned_cost, dtype=np.float64), (n_cols,)))
+    if not (bool(xp.isfinite(row_un).all()) and bool(xp.isfinite(col_un).all())):
         raise ValueError("unassigned (no-link) costs must be finite")
     empty = np.empty(0, dtype=np.int64)
     if rows.size == 0:
         return empty, empty.copy()
 
-    backend = get_solver(solver, "gated")
     if backend.gated is not None:
-        xp = _module_for(backend)
-        row_ind, col_ind = backend.gated(
-            n_rows, n_cols, xp.asarray(rows), xp.asarray(cols), xp.asarray(cost),
-            xp.asarray(np.ascontiguousarray(row_un)), xp.asarray(np.ascontiguousarray(col_un)),
-        )
+        row_ind, col_ind = backend.gated(n_rows, n_cols, rows, cols, cost, row_un, col_un)
         row_ind = to_numpy(row_ind).astype(np.int64)
         col_ind = to_numpy(col_ind).astype(np.int64)
     else:

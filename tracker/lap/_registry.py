@@ -40,8 +40,18 @@ class Solver:
     dense: Callable | None = None
     sparse: Callable | None = None
     gated: Callable | None = None
-    auto_priority: int = 0
-    """Higher wins when ``solver="auto"`` picks among exact GPU solvers."""
+    auto_priority: int | dict[str, int] = 0
+    """Higher wins when ``solver="auto"`` picks among exact GPU solvers; a dict
+    gives one priority per problem kind (``"dense"``, ``"sparse"``, ``"gated"``)."""
+
+    def priority(self, kind: str) -> int:
+        if isinstance(self.auto_priority, dict):
+            return self.auto_priority.get(kind, 0)
+        return self.auto_priority
+
+    def solves(self, kind: str) -> bool:
+        """Whether this solver handles ``kind`` (every sparse solver also solves gated problems)."""
+        return getattr(self, kind) is not None or (kind == "gated" and self.sparse is not None)
 
 
 _SOLVERS: dict[str, Solver] = {}
@@ -59,11 +69,7 @@ def available_solvers(kind: str | None = None) -> list[str]:
     ``kind`` is ``"dense"``, ``"sparse"`` or ``"gated"`` (every ``sparse``
     solver can solve ``gated`` problems).
     """
-    names = []
-    for solver in _SOLVERS.values():
-        if kind is None or getattr(solver, kind) is not None or (kind == "gated" and solver.sparse is not None):
-            names.append(solver.name)
-    return ["auto", *names]
+    return ["auto", *(s.name for s in _SOLVERS.values() if kind is None or s.solves(kind))]
 
 
 def get_solver(name: str, kind: str) -> Solver:
@@ -74,19 +80,16 @@ def get_solver(name: str, kind: str) -> Solver:
     """
     if name == "auto":
         if gpu_available():
-            candidates = [
-                s for s in _SOLVERS.values()
-                if s.gpu and s.exact and (getattr(s, kind) is not None or (kind == "gated" and s.sparse is not None))
-            ]
+            candidates = [s for s in _SOLVERS.values() if s.gpu and s.exact and s.solves(kind)]
             if candidates:
-                return max(candidates, key=lambda s: s.auto_priority)
+                return max(candidates, key=lambda s: s.priority(kind))
         return _SOLVERS["scipy"]
     try:
         solver = _SOLVERS[name]
     except KeyError:
         known = ", ".join(available_solvers())
         raise ValueError(f"unknown solver {name!r}; choose one of: {known}") from None
-    if getattr(solver, kind) is None and not (kind == "gated" and solver.sparse is not None):
+    if not solver.solves(kind):
         raise ValueError(f"solver {name!r} cannot solve {kind} problems")
     if solver.gpu and not gpu_available():
         raise RuntimeError(

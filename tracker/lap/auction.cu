@@ -1,0 +1,267 @@
+// Forward auction (Bertsekas) for square min-cost assignment problems with
+// int64 costs, on the GPU: Jacobi bidding, one warp per unassigned row (best
+// and second-best object by warp shuffles), one winning bid per object
+// (atomicMax on the bid, then atomicCAS on the winner), a compacted list of
+// unassigned rows (warp-aggregated appends), epsilon-scaling driven from the
+// host (auction.py).
+//
+// Two layouts share the code: CSR (sparse / gated problems) and DENSE
+// (row-major n x n, every entry an edge).
+//
+// Conventions: row i prefers the column minimising cost[i, j] + price[j]; a
+// bid raises price[j] to price[j] + (second - best) + eps. Costs are >= 0 and
+// at most about 2^51, prices stay far below 2^62 (auction.py checks). Bids are
+// > 0, so col_bid == 0 means "no bid" (unsigned atomicMax).
+
+#include <cstdint>
+
+typedef long long i64;
+
+#define LL_INF 0x3fffffffffffffffLL
+
+struct Problem {
+    int n;                    // rows == columns
+    const i64* indptr;        // CSR: n + 1 offsets (unused when dense)
+    const int* indices;       // CSR: column of each edge (unused when dense)
+    const i64* cost;          // CSR: per edge; dense: n * n row-major
+    i64 single_gap;           // (second - best) used for a row with one edge
+};
+
+template <bool DENSE>
+__device__ __forceinline__ void row_range(const Problem& p, int i, i64& start, i64& end) {
+    if (DENSE) {
+        start = (i64)i * p.n;
+        end = start + p.n;
+    } else {
+        start = p.indptr[i];
+        end = p.indptr[i + 1];
+    }
+}
+
+template <bool DENSE>
+__device__ __forceinline__ int column_of(const Problem& p, i64 k, i64 start) {
+    return DENSE ? (int)(k - start) : p.indices[k];
+}
+
+// Best (value, column) and second-best value of row i over cost + price; all
+// lanes of the warp return the same result.
+template <bool DENSE>
+__device__ __forceinline__ void best_two(const Problem& p, const i64* price, int i, int lane,
+                                         i64& b1, int& j1, i64& b2) {
+    i64 start, end;
+    row_range<DENSE>(p, i, start, end);
+    b1 = LL_INF;
+    b2 = LL_INF;
+    j1 = 0x7fffffff;
+    for (i64 k = start + lane; k < end; k += 32) {
+        int j = column_of<DENSE>(p, k, start);
+        i64 v = p.cost[k] + price[j];
+        if (v < b1 || (v == b1 && j < j1)) {
+            b2 = b1;
+            b1 = v;
+            j1 = j;
+        } else if (v < b2) {
+            b2 = v;
+        }
+    }
+#pragma unroll
+    for (int off = 16; off > 0; off >>= 1) {
+        i64 o1 = __shfl_xor_sync(0xffffffffu, b1, off);
+        int oj = __shfl_xor_sync(0xffffffffu, j1, off);
+        i64 o2 = __shfl_xor_sync(0xffffffffu, b2, off);
+        if (o1 < b1 || (o1 == b1 && oj < j1)) {
+            b2 = min(b1, o2);
+            b1 = o1;
+            j1 = oj;
+        } else {
+            b2 = min(b2, o1);
+        }
+    }
+}
+
+// Append `push` entries of a warp (all 32 lanes call it) to list/count.
+__device__ __forceinline__ void warp_append(bool push, int value, int* list, int* count, int lane) {
+    unsigned mask = __ballot_sync(0xffffffffu, push);
+    if (mask == 0) return;
+    int base = 0;
+    if (lane == 0) base = atomicAdd(count, __popc(mask));
+    base = __shfl_sync(0xffffffffu, base, 0);
+    if (push) list[base + __popc(mask & ((1u << lane) - 1u))] = value;
+}
+
+// ---------------------------------------------------------------- steps ---
+
+// Bidding: warp w handles list entries w, w + nwarps, ...
+template <bool DENSE>
+__device__ void bid_step(const Problem& p, const i64* price, const int* list, int count, i64 eps,
+                         int* target, i64* bid, i64* col_bid, int warp, int nwarps, int lane, int* error) {
+    for (int t = warp; t < count; t += nwarps) {
+        int i = list[t];
+        i64 b1, b2;
+        int j1;
+        best_two<DENSE>(p, price, i, lane, b1, j1, b2);
+        if (lane == 0) {
+            if (b1 >= LL_INF) {  // a row without edges: infeasible (auction.py prevents this)
+                atomicExch(error, 1);
+                target[i] = -1;
+            } else {
+                i64 gap = (b2 >= LL_INF) ? p.single_gap : (b2 - b1);
+                i64 b = price[j1] + gap + eps;
+                target[i] = j1;
+                bid[i] = b;
+                atomicMax((unsigned long long*)&col_bid[j1], (unsigned long long)b);
+            }
+        }
+    }
+}
+
+// Claiming: thread per list entry; the highest bidder of each column (ties:
+// the first CAS) takes it, the previous owner and the losers go to `next`.
+__device__ void claim_step(const int* list, int count, const int* target, const i64* bid,
+                           const i64* col_bid, int* winner, int* owner, int* assigned, i64* price,
+                           int* next, int* next_count, int tid, int nthreads) {
+    int lane = threadIdx.x & 31;
+    // warp-uniform loop so that warp_append can use full masks
+    for (int base = tid - lane; base < count; base += nthreads) {
+        int t = base + lane;
+        bool push_self = false, push_old = false;
+        int i = -1, old = -1;
+        if (t < count) {
+            i = list[t];
+            int j = target[i];
+            if (j >= 0) {
+                i64 b = bid[i];
+                if (b == col_bid[j] && atomicCAS(&winner[j], -1, i) == -1) {
+                    old = owner[j];
+                    owner[j] = i;
+                    price[j] = b;
+                    assigned[i] = j;
+                    if (old >= 0) {
+                        assigned[old] = -1;
+                        push_old = true;
+                    }
+                } else {
+                    push_self = true;
+                }
+            }
+        }
+        warp_append(push_self, i, next, next_count, lane);
+        warp_append(push_old, old, next, next_count, lane);
+    }
+}
+
+__device__ void reset_step(const int* list, int count, const int* target, i64* col_bid, int* winner,
+                           int tid, int nthreads) {
+    for (int t = tid; t < count; t += nthreads) {
+        int j = target[list[t]];
+        if (j >= 0) {
+            col_bid[j] = 0;
+            winner[j] = -1;
+        }
+    }
+}
+
+// ------------------------------------------------------------- kernels ---
+
+// Kernels take the problem as separate arguments (CuPy passes no structs).
+#define PROBLEM_ARGS int n_, const i64* indptr_, const int* indices_, const i64* cost_, i64 single_gap_
+#define MAKE_PROBLEM Problem p; p.n = n_; p.indptr = indptr_; p.indices = indices_; p.cost = cost_; \
+    p.single_gap = single_gap_
+
+#define KERNELS(SUFFIX, DENSE)                                                                        \
+    extern "C" __global__ void auction_bid_##SUFFIX(PROBLEM_ARGS, const i64* price, const int* list,    \
+                                                     const int* count, int* zero_count, i64 eps,      \
+                                                     int* target, i64* bid, i64* col_bid, int* error) { \
+        MAKE_PROBLEM;                                                                                \
+        int gtid = blockIdx.x * blockDim.x + threadIdx.x;                                            \
+        if (gtid == 0) *zero_count = 0;                                                              \
+        bid_step<DENSE>(p, price, list, *count, eps, target, bid, col_bid, gtid >> 5,               \
+                        (gridDim.x * blockDim.x) >> 5, threadIdx.x & 31, error);                     \
+    }                                                                                                \
+    /* Epsilon-CS check at the start of a phase: rows that violate it are unassigned; every         \
+       unassigned row is listed. */                                                                  \
+    extern "C" __global__ void auction_init_##SUFFIX(PROBLEM_ARGS, const i64* price, i64 eps,           \
+                                                      int* assigned, int* owner, int* list,          \
+                                                      int* count) {                                  \
+        MAKE_PROBLEM;                                                                                \
+        int lane = threadIdx.x & 31;                                                                 \
+        int warp = (blockIdx.x * blockDim.x + threadIdx.x) >> 5;                                     \
+        int nwarps = (gridDim.x * blockDim.x) >> 5;                                                  \
+        for (int i = warp; i < p.n; i += nwarps) {                                                   \
+            int j = assigned[i];                                                                     \
+            bool push = false;                                                                       \
+            if (j < 0) {                                                                             \
+                push = true;                                                                         \
+            } else {                                                                                 \
+                i64 b1, b2;                                                                          \
+                int j1;                                                                              \
+                best_two<DENSE>(p, price, i, lane, b1, j1, b2);                                      \
+                /* cost of the assigned edge: scan for it */                                         \
+                i64 start, end;                                                                      \
+                row_range<DENSE>(p, i, start, end);                                                  \
+                i64 mine = LL_INF;                                                                   \
+                for (i64 k = start + lane; k < end; k += 32)                                         \
+                    if (column_of<DENSE>(p, k, start) == j) mine = p.cost[k] + price[j];             \
+                for (int off = 16; off > 0; off >>= 1)                                               \
+                    mine = min(mine, __shfl_xor_sync(0xffffffffu, mine, off));                       \
+                if (mine > b1 + eps) {                                                               \
+                    push = true;                                                                     \
+                    if (lane == 0) {                                                                 \
+                        assigned[i] = -1;                                                            \
+                        owner[j] = -1;                                                               \
+                    }                                                                                \
+                }                                                                                    \
+            }                                                                                        \
+            if (lane == 0 && push) list[atomicAdd(count, 1)] = i;                                    \
+        }                                                                                            \
+    }                                                                                                \
+    /* The whole remaining auction of a phase in one block (few unassigned rows): no launches. */   \
+    extern "C" __global__ void auction_tail_##SUFFIX(PROBLEM_ARGS, i64* price, int* list0, int* list1,  \
+                                                      int* counts, int parity, i64 eps, int* target, \
+                                                      i64* bid, i64* col_bid, int* winner,           \
+                                                      int* owner, int* assigned, int max_iters,      \
+                                                      int* iters_done, int* error) {                 \
+        MAKE_PROBLEM;                                                                                \
+        int tid = threadIdx.x, nthreads = blockDim.x;                                                \
+        int lane = tid & 31, warp = tid >> 5, nwarps = nthreads >> 5;                                \
+        int it = 0;                                                                                  \
+        while (it < max_iters) {                                                                     \
+            int* cur = parity ? list1 : list0;                                                       \
+            int* nxt = parity ? list0 : list1;                                                       \
+            int* cur_count = counts + parity;                                                        \
+            int* nxt_count = counts + (1 - parity);                                                  \
+            int count = *(volatile int*)cur_count;                                                   \
+            if (count == 0 || *(volatile int*)error) break;                                          \
+            if (tid == 0) *nxt_count = 0;                                                            \
+            bid_step<DENSE>(p, price, cur, count, eps, target, bid, col_bid, warp, nwarps, lane,     \
+                            error);                                                                  \
+            __syncthreads();                                                                         \
+            claim_step(cur, count, target, bid, col_bid, winner, owner, assigned, price, nxt,        \
+                       nxt_count, tid, nthreads);                                                    \
+            __syncthreads();                                                                         \
+            reset_step(cur, count, target, col_bid, winner, tid, nthreads);                          \
+            __syncthreads();                                                                         \
+            parity = 1 - parity;                                                                     \
+            ++it;                                                                                    \
+        }                                                                                            \
+        if (tid == 0) {                                                                              \
+            iters_done[0] = it;                                                                      \
+            iters_done[1] = parity;                                                                  \
+        }                                                                                            \
+    }
+
+KERNELS(csr, false)
+KERNELS(dense, true)
+
+extern "C" __global__ void auction_claim(const int* list, const int* count, const int* target,
+                                         const i64* bid, const i64* col_bid, int* winner, int* owner,
+                                         int* assigned, i64* price, int* next, int* next_count) {
+    claim_step(list, *count, target, bid, col_bid, winner, owner, assigned, price, next, next_count,
+               blockIdx.x * blockDim.x + threadIdx.x, gridDim.x * blockDim.x);
+}
+
+extern "C" __global__ void auction_reset(const int* list, const int* count, const int* target,
+                                         i64* col_bid, int* winner) {
+    reset_step(list, *count, target, col_bid, winner, blockIdx.x * blockDim.x + threadIdx.x,
+               gridDim.x * blockDim.x);
+}

@@ -463,13 +463,19 @@ def solve_sparse(indptr, indices, data, shape, *, emulate=False):
 
 
 def dense_square_int(cost, *, emulate=False, stop_eps=None):
-    """Auction on a finite square float matrix: (column of each row, prices, int costs, max cost)."""
+    """Auction on a finite square float matrix: (column of each row, prices, int costs, max cost).
+
+    ``stop_eps`` (an int, or a function of the maximal integer cost) ends the
+    epsilon-scaling early: the result is then only eps-optimal (DGS's start).
+    """
     kern = _kernels(emulate)
     xp = kern.xp
     n = cost.shape[0]
     mapping, max_cost, exact = _integer_map(xp, cost.ravel(), n)
     icost = xp.ascontiguousarray(mapping(cost).ravel())
     prob = _Problem(xp, n, icost, max_cost)
+    if callable(stop_eps):
+        stop_eps = stop_eps(max_cost)
     assigned, price = auction_square(prob, kern, eps_schedule(max_cost, stop_eps=stop_eps))
     LAST_STATS.update(square_n=n, edges=n * n, exact_integer=exact)
     return assigned.astype(np.int64), price, icost, max_cost

@@ -71,3 +71,54 @@ def no_link_cost(
     """
     largest = float(np.max(link_cost)) if len(link_cost) else float(max_displacement_um) ** 2
     return factor * largest
+
+
+def gated_links_per_source(
+    source_um: np.ndarray,
+    target_um: np.ndarray,
+    radius_um: np.ndarray | float,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Candidate links within a radius of its own for every source point.
+
+    Like :func:`gated_links`, but source ``i`` (a position, or a predicted
+    position) only reaches targets within ``radius_um[i]``. Uses k-nearest
+    neighbour queries of one k-d tree over the targets on all cores, growing
+    ``k`` only for the sources that need it, so the result is exact.
+
+    Returns
+    -------
+    rows, cols : (k,) int64 arrays, sorted by ``(row, col)``.
+    cost : (k,) float64 array
+        Squared Euclidean distance in µm².
+    """
+    source_um = np.asarray(source_um, dtype=np.float64).reshape(-1, 3)
+    target_um = np.asarray(target_um, dtype=np.float64).reshape(-1, 3)
+    radius = np.broadcast_to(np.asarray(radius_um, dtype=np.float64), (len(source_um),))
+    if radius.size and (not np.isfinite(radius).all() or radius.min() <= 0):
+        raise ValueError("search radii must be positive numbers of µm")
+    empty = np.empty(0, dtype=np.int64)
+    if len(source_um) == 0 or len(target_um) == 0:
+        return empty, empty.copy(), np.empty(0)
+    tree = cKDTree(target_um)
+    pending = np.arange(len(source_um))
+    k = min(8, len(target_um))
+    found_rows, found_cols = [], []
+    while pending.size:
+        # The bound is padded: the exact test below decides.
+        bound = float(radius[pending].max()) * (1 + 1e-9) + 1e-12
+        distance, index = tree.query(source_um[pending], k=k, distance_upper_bound=bound, workers=-1)
+        distance, index = distance.reshape(len(pending), k), index.reshape(len(pending), k)
+        hit = index < len(target_um)
+        full = hit[:, -1] & (distance[:, -1] <= radius[pending] * (1 + 1e-9)) & (k < len(target_um))
+        keep = hit & ~full[:, None]
+        found_rows.append(np.repeat(pending, keep.sum(axis=1)))
+        found_cols.append(index[keep])
+        pending = pending[full]
+        k = min(4 * k, len(target_um))
+    rows = np.concatenate(found_rows).astype(np.int64)
+    cols = np.concatenate(found_cols).astype(np.int64)
+    cost = np.sum((source_um[rows] - target_um[cols]) ** 2, axis=1)
+    inside = cost <= radius[rows] ** 2
+    rows, cols, cost = rows[inside], cols[inside], cost[inside]
+    order = np.lexsort((cols, rows))
+    return rows[order], cols[order], cost[order]

@@ -1,21 +1,39 @@
-"""Linking detections into trajectories, one frame pair at a time.
+"""Linking detections into trajectories.
 
-For every pair of consecutive frames the gated costs of :mod:`tracker.costs`
-and the "no link" alternative make one assignment problem, solved exactly by
-:func:`tracker.lap.solve_gated`; the chosen links are chained into tracks.
+Three steps, each an exact gated assignment (:func:`tracker.lap.solve_gated`)
+with a "no link" alternative (Jaqaman et al. 2008):
+
+1. frame to frame: every particle's next position is predicted from its
+   recent motion (:mod:`tracker.motion`; persistence estimated from the
+   data), candidates are searched within a radius fitted to that
+   particle's motion, and costs are squared distances from the prediction
+   in units of its expected scatter;
+2. gap closing (:mod:`tracker.gaps`): track ends are joined to track starts
+   up to ``max_gap`` frames later;
+3. every link gets a confidence (:mod:`tracker.confidence`) from the
+   alternatives the assignment passed over.
+
+With ``motion="none", adaptive_radius=False, max_gap=0`` this is plain
+nearest-neighbour LAP linking on squared displacements.
 """
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Callable, Mapping
 
 import numpy as np
 
 from . import lap
-from .costs import DEFAULT_NO_LINK_FACTOR, gated_links, no_link_cost
+from .confidence import link_confidence
+from .costs import DEFAULT_NO_LINK_FACTOR, gated_links, gated_links_per_source, no_link_cost
+from .gaps import DEFAULT_GAP_PENALTY, DEFAULT_MAX_GAP, close_gaps
+from .motion import DEFAULT_GATE_SIGMAS, DEFAULT_PRIOR_STEPS, MotionModel, predict_positions
 from .tables import Table, positions_um, require_columns, sort_table, table_length
 
 ProgressCallback = Callable[[str, int, int], None]
+
+MOTION_MODELS = ("persistent", "none")
 
 
 def link_detections(
@@ -23,20 +41,44 @@ def link_detections(
     max_displacement_um: float,
     *,
     no_link_factor: float = DEFAULT_NO_LINK_FACTOR,
+    motion: str = "persistent",
+    persistence: float | None = None,
+    adaptive_radius: bool = True,
+    max_gap: int = DEFAULT_MAX_GAP,
+    gap_penalty: float = DEFAULT_GAP_PENALTY,
     solver: str = "auto",
     progress: ProgressCallback | None = None,
 ) -> Table:
-    """Link detections of consecutive frames into tracks.
+    """Link detections into tracks.
 
     Parameters
     ----------
     detections : Table
         At least ``frame`` and ``z, y, x`` (µm); other columns are carried
-        over. Frames need not be contiguous: a missing frame ends all tracks.
+        over. Frames need not be contiguous.
     max_displacement_um : float
-        Gate: the largest displacement between consecutive frames (µm).
+        Gate: the largest displacement between consecutive frames (µm), from
+        the predicted position when ``motion`` predicts.
     no_link_factor : float
         "No link" cost as a multiple of the largest candidate cost.
+    motion : {"persistent", "none"}
+        ``"persistent"``: predict each particle at ``x + p v`` from its last
+        displacement ``v`` (biased correlated motion, Vasconcelos &
+        Rosenhahn 2009) and cost links by squared distance from the
+        prediction over its expected scatter. ``"none"``: squared distance
+        from the last position.
+    persistence : float in [0, 1], optional
+        Persistence ``p``; estimated from the links when None.
+    adaptive_radius : bool
+        Search each particle's candidates within ``4.5`` standard deviations
+        of its own expected scatter (from the population's and its own
+        recent residuals), never beyond ``max_displacement_um``.
+    max_gap : int
+        Join track ends to track starts up to this many missing frames later
+        (0: no gap closing).
+    gap_penalty : float
+        Extra cost per missing frame of a gap-closing link (squared
+        standard deviations).
     solver : str
         Assignment solver (see :func:`tracker.lap.available_solvers`).
     progress : callable, optional
@@ -45,37 +87,146 @@ def link_detections(
     Returns
     -------
     Table
-        The detections with ``track_id`` first and ``link_cost`` (µm², the
-        cost of the link into each point; NaN where a track starts), sorted by
-        ``track_id, frame``. Track ids are 0, 1, … in order of first
-        appearance, so the same input always gives the same table.
+        The detections with ``track_id`` first, then ``link_cost`` (µm²:
+        squared distance of the point from where the link predicted it; for
+        a link across ``g`` missing frames, divided by ``g + 1``; NaN where a
+        track starts) and ``link_confidence`` (0..1, NaN at a start), sorted
+        by ``track_id, frame``. Track ids are 0, 1, … in order of first
+        appearance; the same input always gives the same table.
     """
     require_columns(detections, ("frame", "z", "y", "x"), what="detections")
+    if motion not in MOTION_MODELS:
+        raise ValueError(f"motion must be one of {MOTION_MODELS}, got {motion!r}")
+    if persistence is not None and not 0.0 <= persistence <= 1.0:
+        raise ValueError(f"persistence must be in [0, 1], got {persistence}")
+    if max_gap < 0:
+        raise ValueError(f"max_gap must be >= 0, got {max_gap}")
+    if max_displacement_um <= 0 or not np.isfinite(max_displacement_um):
+        raise ValueError(f"maximum displacement must be a positive number of µm, got {max_displacement_um}")
     table = sort_table(dict(detections), ["frame"])
     n = table_length(table)
     frames = np.asarray(table["frame"], dtype=np.int64)
     positions = positions_um(table)
-    predecessor = np.full(n, -1, dtype=np.int64)
-    link_cost = np.full(n, np.nan)
+    state = _LinkState(n, motion, persistence, adaptive_radius, max_displacement_um)
 
     frame_values, starts = np.unique(frames, return_index=True)
     bounds = np.append(starts, n)
     n_pairs = max(len(frame_values) - 1, 0)
     for k in range(n_pairs):
         if frame_values[k + 1] == frame_values[k] + 1:
-            a = slice(bounds[k], bounds[k + 1])
-            b = slice(bounds[k + 1], bounds[k + 2])
-            rows, cols, costs = link_frame_pair(
-                positions[a], positions[b], max_displacement_um, no_link_factor=no_link_factor, solver=solver
-            )
-            predecessor[b.start + cols] = a.start + rows
-            link_cost[b.start + cols] = costs
+            a = np.arange(bounds[k], bounds[k + 1])
+            b = np.arange(bounds[k + 1], bounds[k + 2])
+            state.link_pair(positions, a, b, no_link_factor, solver)
         if progress is not None:
             progress("link", k + 1, n_pairs)
 
-    carried = {name: column for name, column in table.items() if name not in ("track_id", "link_cost")}
-    table = {"track_id": track_ids_from_predecessors(predecessor), **carried, "link_cost": link_cost}
+    if max_gap > 0:
+        close_gaps(
+            positions, frames, state.predecessor, state.link_cost, state.confidence,
+            velocity=state.velocity, has_velocity=state.has_velocity,
+            persistence=state.model.current_persistence() if motion != "none" else 0.0,
+            step_variance=state.class_variance(np.zeros(1, bool))[0],
+            residual_variance=state.class_variance(np.ones(1, bool))[0] if motion != "none" else None,
+            scale=state.scale(np.arange(n)), max_displacement_um=max_displacement_um, max_gap=max_gap,
+            gap_penalty=gap_penalty, no_link_factor=no_link_factor, solver=solver,
+        )
+
+    carried = {name: column for name, column in table.items()
+               if name not in ("track_id", "link_cost", "link_confidence")}
+    table = {"track_id": track_ids_from_predecessors(state.predecessor), **carried,
+             "link_cost": state.link_cost, "link_confidence": state.confidence}
     return sort_table(table, ["track_id", "frame"])
+
+
+class _LinkState:
+    """What frame-to-frame linking knows about every point: its link, velocity and scatter."""
+
+    def __init__(self, n, motion, persistence, adaptive_radius, max_displacement_um):
+        self.motion = motion
+        self.adaptive_radius = adaptive_radius
+        self.gate = float(max_displacement_um)
+        self.model = MotionModel(persistence=persistence)
+        self.predecessor = np.full(n, -1, dtype=np.int64)
+        self.link_cost = np.full(n, np.nan)
+        self.confidence = np.full(n, np.nan)
+        self.velocity = np.zeros((n, 3))
+        self.has_velocity = np.zeros(n, dtype=bool)
+        # Each track's own scatter relative to its class's: sum and count of
+        # normalised squared residuals, carried along the track.
+        self.ratio_sum = np.zeros(n)
+        self.ratio_count = np.zeros(n)
+
+    def class_variance(self, has_velocity: np.ndarray, model: MotionModel | None = None) -> np.ndarray:
+        """Per-axis variance (µm²) of the prediction error of each point's class."""
+        model = model or self.model
+        fallback = (self.gate / DEFAULT_GATE_SIGMAS) ** 2
+        step = model.step_variance()
+        step = fallback if step is None else min(max(step, 1e-12), fallback)
+        residual = model.residual_variance() if self.motion != "none" else None
+        residual = step if residual is None else min(max(residual, 1e-12), fallback)
+        return np.where(has_velocity & self.predicts(model), residual, step)
+
+    def predicts(self, model: MotionModel | None = None) -> bool:
+        return self.motion != "none" and (model or self.model).ready
+
+    def scale(self, index: np.ndarray) -> np.ndarray:
+        """Each track's own scatter relative to its class (1 without adaptation)."""
+        if not self.adaptive_radius:
+            return np.ones(len(index))
+        prior = DEFAULT_PRIOR_STEPS
+        return (prior + self.ratio_sum[index]) / (prior + self.ratio_count[index])
+
+    def link_pair(self, positions, a, b, no_link_factor, solver):
+        """Link the points ``a`` of one frame to the points ``b`` of the next."""
+        result = self._solve(positions, a, b, no_link_factor, solver, self.model)
+        if self.motion != "none" and not self.model.ready:
+            # Not enough history to predict: learn the motion from these
+            # provisional links, and link again with prediction if that helps.
+            trial = copy.copy(self.model)
+            self._update_model(trial, positions, a, b, *result[:2])
+            if self.predicts(trial):
+                result = self._solve(positions, a, b, no_link_factor, solver, trial)
+        rows, cols, residual_sq, variance, confidence = result
+        self._update_model(self.model, positions, a, b, rows, cols)
+        src, dst = a[rows], b[cols]
+        self.predecessor[dst] = src
+        self.link_cost[dst] = residual_sq
+        self.confidence[dst] = confidence
+        self.velocity[dst] = positions[dst] - positions[src]
+        self.has_velocity[dst] = True
+        self.ratio_sum[dst] = self.ratio_sum[src] + residual_sq / (3.0 * variance)
+        self.ratio_count[dst] = self.ratio_count[src] + 1
+
+    def _solve(self, positions, a, b, no_link_factor, solver, model):
+        has_v = self.has_velocity[a]
+        p = model.current_persistence() if self.predicts(model) else 0.0
+        predicted = predict_positions(positions[a], self.velocity[a], has_v, p)
+        variance = self.class_variance(has_v, model) * self.scale(a)
+        if self.adaptive_radius:
+            radius = np.minimum(DEFAULT_GATE_SIGMAS * np.sqrt(variance), self.gate)
+        else:
+            radius = self.gate
+        rows, cols, distance_sq = gated_links_per_source(predicted, positions[b], radius)
+        empty = np.empty(0, dtype=np.int64)
+        if rows.size == 0:
+            return empty, empty.copy(), np.empty(0), np.empty(0), np.empty(0)
+        scaled = distance_sq / variance[rows]  # squared standard deviations
+        plain = self.motion == "none" and not self.adaptive_radius
+        cost = distance_sq if plain else scaled
+        alternative = no_link_cost(cost, self.gate, no_link_factor)
+        chosen_rows, chosen_cols = lap.solve_gated(rows, cols, cost, (len(a), len(b)), alternative, solver=solver)
+        unassigned_scaled = alternative / (variance if plain else 1.0)
+        confidence = link_confidence(
+            rows, cols, scaled, np.broadcast_to(unassigned_scaled, (len(a),)),
+            np.full(len(b), alternative / np.median(variance) if plain else alternative),
+            chosen_rows, chosen_cols,
+        )
+        index = np.searchsorted(rows * len(b) + cols, chosen_rows * len(b) + chosen_cols)
+        return chosen_rows, chosen_cols, distance_sq[index], variance[chosen_rows], confidence
+
+    def _update_model(self, model, positions, a, b, rows, cols):
+        src, dst = a[rows], b[cols]
+        model.update(positions[dst] - positions[src], self.velocity[src], self.has_velocity[src])
 
 
 def link_frame_pair(

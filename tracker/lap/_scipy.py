@@ -6,6 +6,9 @@ when no GPU is present.
 
 from __future__ import annotations
 
+import functools
+import itertools
+
 import numpy as np
 import scipy.optimize
 import scipy.sparse as sp
@@ -74,14 +77,31 @@ def solve_gated(
     graph = sp.coo_array((np.ones(rows.size, dtype=np.int8), (rows, n_rows + cols)), shape=(n_rows + n_cols,) * 2)
     _, labels = connected_components(graph, directed=False)
     edge_label = labels[rows]
-    edges_per_label = np.bincount(edge_label, minlength=labels.max() + 1)
+    n_labels = int(labels.max()) + 1
+    edges_per_label = np.bincount(edge_label, minlength=n_labels)
+    rows_per_label = np.bincount(labels[np.unique(rows)], minlength=n_labels)
+    cols_per_label = np.bincount(labels[n_rows + np.unique(cols)], minlength=n_labels)
 
     # The pruned single edge of an isolated pair always beats "no link".
     single = edges_per_label[edge_label] == 1
     chosen_rows = [rows[single]]
     chosen_cols = [cols[single]]
 
-    multi = np.flatnonzero(~single)
+    # Small components (at most SMALL_COMPONENT_SIZE rows and columns) are
+    # solved all at once by enumerating every partial matching; larger ones
+    # one by one with SciPy.
+    side = np.maximum(rows_per_label, cols_per_label)[edge_label]
+    for size in range(2, SMALL_COMPONENT_SIZE + 1):
+        in_bucket = ~single & (side == size)
+        if in_bucket.any():
+            r, c = _solve_small_components(
+                rows[in_bucket], cols[in_bucket], cost[in_bucket], edge_label[in_bucket],
+                row_unassigned, col_unassigned, size,
+            )
+            chosen_rows.append(r)
+            chosen_cols.append(c)
+
+    multi = np.flatnonzero(~single & (side > SMALL_COMPONENT_SIZE))
     if multi.size:
         order = multi[np.argsort(edge_label[multi], kind="stable")]
         boundaries = np.flatnonzero(np.diff(edge_label[order])) + 1
@@ -94,6 +114,93 @@ def solve_gated(
     col_ind = np.concatenate(chosen_cols)
     order = np.argsort(row_ind, kind="stable")
     return row_ind[order], col_ind[order]
+
+
+SMALL_COMPONENT_SIZE = 4
+"""Components with at most this many rows and columns are solved by enumeration."""
+
+
+@functools.lru_cache(maxsize=None)
+def partial_matchings(size: int) -> np.ndarray:
+    """Every one-to-one partial matching of ``size`` rows to ``size`` columns.
+
+    Returns an ``(n_matchings, size)`` int64 array: the column of each row,
+    or ``size`` (a sentinel) where the row stays unmatched. 7, 34 and 209
+    matchings for sizes 2, 3 and 4.
+    """
+    matchings = []
+    for n_matched in range(size + 1):
+        for matched_rows in itertools.combinations(range(size), n_matched):
+            for matched_cols in itertools.permutations(range(size), n_matched):
+                assignment = [size] * size
+                for row, col in zip(matched_rows, matched_cols):
+                    assignment[row] = col
+                matchings.append(assignment)
+    return np.array(matchings, dtype=np.int64)
+
+
+def _local_index(nodes: np.ndarray, labels: np.ndarray):
+    """Rank of each distinct node within its component (0, 1, ... in node order).
+
+    Returns the distinct nodes, their component labels and ranks, and, for
+    every input entry, the index of its distinct node.
+    """
+    span = int(nodes.max()) + 1
+    unique_keys, inverse = np.unique(labels.astype(np.int64) * span + nodes, return_inverse=True)
+    unique_labels, unique_nodes = np.divmod(unique_keys, span)
+    first = np.r_[0, np.flatnonzero(np.diff(unique_labels)) + 1]
+    starts = np.repeat(first, np.diff(np.r_[first, len(unique_labels)]))
+    rank = np.arange(len(unique_labels)) - starts
+    return unique_nodes, unique_labels, rank, inverse
+
+
+def _solve_small_components(rows, cols, cost, edge_label, row_unassigned, col_unassigned, size):
+    """Exact solution of many components of at most ``size`` rows and columns at once.
+
+    Each component becomes a ``size x size`` block (forbidden entries +inf,
+    padding rows and columns with zero "no link" cost); the total cost of
+    every partial matching is evaluated for all blocks together, and the
+    cheapest is kept (the first in :func:`partial_matchings` order on ties).
+    """
+    component_labels, block = np.unique(edge_label, return_inverse=True)
+    n_blocks = len(component_labels)
+    row_nodes, row_labels, row_rank, row_of_edge = _local_index(rows, edge_label)
+    col_nodes, col_labels, col_rank, col_of_edge = _local_index(cols, edge_label)
+    local_row, local_col = row_rank[row_of_edge], col_rank[col_of_edge]
+
+    # Blocks padded with size + 1 columns: the last is "unmatched" (cost 0 here,
+    # the row's no-link cost is added separately).
+    dense = np.full((n_blocks, size, size + 1), np.inf)
+    dense[:, :, size] = 0.0
+    dense[block, local_row, local_col] = cost
+    row_un = np.zeros((n_blocks, size))
+    row_block = np.searchsorted(component_labels, row_labels)
+    row_un[row_block, row_rank] = row_unassigned[row_nodes]
+    col_un = np.zeros((n_blocks, size + 1))
+    col_block = np.searchsorted(component_labels, col_labels)
+    col_un[col_block, col_rank] = col_unassigned[col_nodes]
+    global_row = np.full((n_blocks, size), -1, dtype=np.int64)
+    global_row[row_block, row_rank] = row_nodes
+    global_col = np.full((n_blocks, size), -1, dtype=np.int64)
+    global_col[col_block, col_rank] = col_nodes
+
+    matchings = partial_matchings(size)  # (n_matchings, size)
+    unmatched_row = matchings == size
+    # Which columns each matching uses.
+    used_col = np.zeros((len(matchings), size + 1), dtype=bool)
+    used_col[np.arange(len(matchings))[:, None], matchings] = True
+    used_col = used_col[:, :size]
+
+    total = np.zeros((n_blocks, len(matchings)))
+    for i in range(size):
+        total += dense[:, i, matchings[:, i]]
+        total += row_un[:, i, None] * unmatched_row[None, :, i]
+    total += col_un[:, :size] @ (~used_col).T.astype(np.float64)
+    best = matchings[np.argmin(total, axis=1)]  # (n_blocks, size)
+
+    block_index, row_local = np.nonzero(best < size)
+    col_local = best[block_index, row_local]
+    return global_row[block_index, row_local], global_col[block_index, col_local]
 
 
 def reduced_problem(

@@ -1,0 +1,145 @@
+"""Gap closing: join track ends to track starts a few frames later.
+
+A particle that is not detected for a frame or two (blinking, focus) ends
+one track and starts another. After frame-to-frame linking, one more gated
+assignment over all track ends (rows) and track starts (columns) joins them
+(Jaqaman et al. 2008): an end at frame ``t`` may link to a start at frame
+``t + 1 + g`` for ``1 <= g <= max_gap`` missing frames. The cost is the
+squared distance of the start from the end's predicted position after
+``g + 1`` frames, in units of the prediction's variance (which grows with
+the gap, :func:`tracker.motion.spread_factor`), plus ``gap_penalty`` per
+missing frame; every end and start may also stay unlinked.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from . import lap
+from .confidence import link_confidence
+from .costs import gated_links_per_source, no_link_cost
+from .motion import DEFAULT_GATE_SIGMAS, predict_positions, spread_factor
+
+DEFAULT_MAX_GAP = 2
+"""Missing frames a gap-closing link may bridge."""
+
+DEFAULT_GAP_PENALTY = 2.0
+"""Extra cost per missing frame (squared standard deviations)."""
+
+
+def track_ends_and_starts(predecessor: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Indices of the points that end a track (no successor) and that start one (no predecessor)."""
+    n = len(predecessor)
+    has_successor = np.zeros(n, dtype=bool)
+    has_successor[predecessor[predecessor >= 0]] = True
+    return np.flatnonzero(~has_successor), np.flatnonzero(predecessor < 0)
+
+
+def near_edge(positions: np.ndarray, index: np.ndarray, distance_um: float) -> np.ndarray:
+    """Whether points ``index`` lie within ``distance_um`` of a face of all points' bounding box."""
+    low, high = positions.min(axis=0), positions.max(axis=0)
+    inner = positions[index]
+    return np.any((inner - low < distance_um) | (high - inner < distance_um), axis=1)
+
+
+def close_gaps(
+    positions: np.ndarray,
+    frames: np.ndarray,
+    predecessor: np.ndarray,
+    link_cost: np.ndarray,
+    confidence: np.ndarray,
+    *,
+    velocity: np.ndarray,
+    has_velocity: np.ndarray,
+    persistence: float,
+    step_variance: float,
+    residual_variance: float | None,
+    scale: np.ndarray,
+    max_displacement_um: float,
+    max_gap: int = DEFAULT_MAX_GAP,
+    gap_penalty: float = DEFAULT_GAP_PENALTY,
+    no_link_factor: float = 1.05,
+    solver: str = "auto",
+) -> int:
+    """Join track ends to later track starts, in place.
+
+    Parameters
+    ----------
+    positions : (n, 3) float array
+        Point positions (µm).
+    frames : (n,) int array
+    predecessor, link_cost, confidence : (n,) arrays
+        Updated in place for the starts that get joined: predecessor index,
+        squared residual divided by the frames spanned (µm²), confidence.
+    velocity, has_velocity : (n, 3), (n,) arrays
+        Last displacement of each point's track, where known.
+    persistence : float
+        ``p`` of the motion model (0 for none).
+    step_variance, residual_variance : float
+        Per-axis one-frame variance (µm²) of a displacement without and of a
+        prediction error with a known velocity (None: no prediction).
+    scale : (n,) float array
+        Each track's own scatter relative to its class.
+    max_displacement_um : float
+        One-frame gate; a gap of ``g`` frames allows ``sqrt(g + 1)`` times it.
+    max_gap : int
+        Most missing frames to bridge.
+
+    Returns
+    -------
+    int
+        Number of gaps closed.
+    """
+    ends, starts = track_ends_and_starts(predecessor)
+    if max_gap < 1 or len(ends) == 0 or len(starts) == 0:
+        return 0
+    # A track that ends (starts) within one typical step of the edge of the
+    # imaged volume most likely left (entered) it: no gap to close there.
+    edge = np.sqrt(3.0 * step_variance)
+    ends = ends[~near_edge(positions, ends, edge)]
+    starts = starts[~near_edge(positions, starts, edge)]
+    if max_gap < 1 or len(ends) == 0 or len(starts) == 0:
+        return 0
+    predicts = residual_variance is not None
+    edge_rows, edge_cols, edge_cost, edge_residual = [], [], [], []
+    end_frames, start_frames = frames[ends], frames[starts]
+    for n_steps in range(2, max_gap + 2):
+        for frame in np.unique(end_frames):
+            e = np.flatnonzero(end_frames == frame)
+            s = np.flatnonzero(start_frames == frame + n_steps)
+            if len(e) == 0 or len(s) == 0:
+                continue
+            end_points = ends[e]
+            with_v = has_velocity[end_points] & predicts
+            predicted = predict_positions(
+                positions[end_points], velocity[end_points], with_v, persistence if predicts else 0.0, n_steps
+            )
+            one_step = np.where(with_v, residual_variance if predicts else step_variance, step_variance)
+            variance = one_step * spread_factor(persistence if predicts else 0.0, n_steps, with_v)
+            variance = variance * scale[end_points]
+            radius = np.minimum(DEFAULT_GATE_SIGMAS * np.sqrt(variance), max_displacement_um * np.sqrt(n_steps))
+            rows, cols, distance_sq = gated_links_per_source(predicted, positions[starts[s]], radius)
+            edge_rows.append(e[rows])
+            edge_cols.append(s[cols])
+            edge_cost.append(distance_sq / variance[rows] + gap_penalty * (n_steps - 1))
+            edge_residual.append(distance_sq / n_steps)
+    if not edge_rows:
+        return 0
+    rows, cols = np.concatenate(edge_rows), np.concatenate(edge_cols)
+    cost, residual = np.concatenate(edge_cost), np.concatenate(edge_residual)
+    if rows.size == 0:
+        return 0
+    order = np.lexsort((cols, rows))
+    rows, cols, cost, residual = rows[order], cols[order], cost[order], residual[order]
+    alternative = no_link_cost(cost, max_displacement_um, no_link_factor)
+    chosen_rows, chosen_cols = lap.solve_gated(rows, cols, cost, (len(ends), len(starts)), alternative,
+                                               solver=solver)
+    index = np.searchsorted(rows * len(starts) + cols, chosen_rows * len(starts) + chosen_cols)
+    joined_from, joined_to = ends[chosen_rows], starts[chosen_cols]
+    predecessor[joined_to] = joined_from
+    link_cost[joined_to] = residual[index]
+    confidence[joined_to] = link_confidence(
+        rows, cols, cost, np.full(len(ends), alternative), np.full(len(starts), alternative),
+        chosen_rows, chosen_cols,
+    )
+    return len(chosen_rows)

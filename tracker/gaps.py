@@ -17,7 +17,7 @@ import numpy as np
 
 from . import lap
 from .confidence import link_confidence
-from .costs import gated_links_per_source, no_link_cost
+from .costs import gated_links_per_source
 from .motion import DEFAULT_GATE_SIGMAS, predict_positions, spread_factor
 
 DEFAULT_MAX_GAP = 2
@@ -131,7 +131,8 @@ def close_gaps(
         return 0
     order = np.lexsort((cols, rows))
     rows, cols, cost, residual = rows[order], cols[order], cost[order], residual[order]
-    alternative = no_link_cost(cost, max_displacement_um, no_link_factor)
+    # Above every candidate's cost, as in frame-to-frame linking.
+    alternative = no_link_factor * max(float(cost.max()), DEFAULT_GATE_SIGMAS**2 + gap_penalty * max_gap)
     chosen_rows, chosen_cols = lap.solve_gated(rows, cols, cost, (len(ends), len(starts)), alternative,
                                                solver=solver)
     index = np.searchsorted(rows * len(starts) + cols, chosen_rows * len(starts) + chosen_cols)

@@ -213,7 +213,10 @@ class _LinkState:
         scaled = distance_sq / variance[rows]  # squared standard deviations
         plain = self.motion == "none" and not self.adaptive_radius
         cost = distance_sq if plain else scaled
-        alternative = no_link_cost(cost, self.gate, no_link_factor)
+        # Scaled costs never exceed DEFAULT_GATE_SIGMAS² inside the radius:
+        # "no link" costs more than any candidate, as in the plain rule.
+        alternative = no_link_cost(cost, self.gate, no_link_factor) if plain else (
+            no_link_factor * DEFAULT_GATE_SIGMAS**2)
         chosen_rows, chosen_cols = lap.solve_gated(rows, cols, cost, (len(a), len(b)), alternative, solver=solver)
         unassigned_scaled = alternative / (variance if plain else 1.0)
         confidence = link_confidence(

@@ -1,0 +1,72 @@
+"""Gap closing: track ends joined to track starts a few frames later."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from tracker import gaps, link, metrics, simulate
+from test_motion import _dense_cell
+
+
+def _line(frames, x0=5.0, step=0.3):
+    frames = np.asarray(frames)
+    return {"frame": frames, "z": np.full(len(frames), 5.0), "y": np.full(len(frames), 5.0), "x": x0 + step * frames}
+
+
+def _with_frame_box(table):
+    """Add far-away particles visible in every frame so that the line is not at the edge of the volume."""
+    frames = np.unique(table["frame"])
+    corners = np.array([[0.0, 0.0, 0.0], [10.0, 10.0, 20.0]])
+    extra = {"frame": np.repeat(np.arange(frames.min(), frames.max() + 1), 2)}
+    n = len(extra["frame"])
+    for axis, column in zip("zyx", corners.T):
+        extra[axis] = np.tile(column, n // 2)
+    return {k: np.concatenate([table[k], extra[k]]) for k in table}
+
+
+def test_joins_a_blinking_particle():
+    detections = _with_frame_box(_line([0, 1, 2, 3, 5, 6, 8, 9]))  # missing 4 (gap 1) and 7 (gap 1)
+    tracks = link.link_detections(detections, 0.5, solver="scipy")
+    on_line = np.isclose(tracks["y"], 5.0)
+    assert len(np.unique(tracks["track_id"][on_line])) == 1
+    # link_cost of a gap link is per frame spanned: still within the gate.
+    costs = tracks["link_cost"][on_line]
+    assert np.nanmax(costs) <= 0.5**2
+    confidence = tracks["link_confidence"][on_line]
+    assert np.all((confidence[1:] > 0) & (confidence[1:] <= 1)) and np.isnan(confidence[0])
+    # Off: two tracks per gap.
+    plain = link.link_detections(detections, 0.5, max_gap=0, solver="scipy")
+    assert len(np.unique(plain["track_id"][np.isclose(plain["y"], 5.0)])) == 3
+
+
+def test_gap_longer_than_max_gap_is_not_closed():
+    detections = _with_frame_box(_line([0, 1, 2, 3, 7, 8, 9]))  # 3 missing frames
+    tracks = link.link_detections(detections, 0.5, max_gap=2, persistence=1.0, solver="scipy")
+    assert len(np.unique(tracks["track_id"][np.isclose(tracks["y"], 5.0)])) == 2
+    tracks = link.link_detections(detections, 0.5, max_gap=3, persistence=1.0, solver="scipy")
+    assert len(np.unique(tracks["track_id"][np.isclose(tracks["y"], 5.0)])) == 1
+
+
+def test_ends_and_starts():
+    predecessor = np.array([-1, -1, 0, -1, 2])
+    ends, starts = gaps.track_ends_and_starts(predecessor)
+    assert ends.tolist() == [1, 3, 4] and starts.tolist() == [0, 1, 3]
+
+
+def test_gap_closing_raises_recall_on_blinking_data():
+    truth, detections, step, nn = _dense_cell(0.3, 0.5, n=1200, frames=12, blink=0.15)
+    gate = 2.5 * step
+    without = link.link_detections(detections, gate, max_gap=0, solver="scipy")
+    with_gaps = link.link_detections(detections, gate, solver="scipy")
+    recall_without = metrics.evaluate(without, truth, 0.5 * nn)["link_recall"]
+    scores = metrics.evaluate(with_gaps, truth, 0.5 * nn)
+    assert recall_without < 0.9
+    assert scores["link_recall"] > 0.95 and scores["link_f1"] > 0.95
+
+
+def test_gap_closing_does_not_hurt_without_blinking():
+    truth, detections, step, nn = _dense_cell(0.3, 0.5, n=1200, frames=10)
+    gate = 2.5 * step
+    f1_without = metrics.evaluate(link.link_detections(detections, gate, max_gap=0), truth, 0.5 * nn)["link_f1"]
+    f1_with = metrics.evaluate(link.link_detections(detections, gate), truth, 0.5 * nn)["link_f1"]
+    assert f1_with >= f1_without - 0.002

@@ -1,0 +1,86 @@
+"""Motion prediction: the persistence model, its estimate, and what prediction does for linking."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from tracker import link, metrics, motion, simulate
+
+
+def _detections(truth, sigma, seed=0):
+    rng = np.random.default_rng(seed)
+    visible = np.asarray(truth["visible"])
+    table = {name: np.asarray(truth[name])[visible] for name in ("frame", "z", "y", "x")}
+    for axis in "zyx":
+        table[axis] = table[axis] + rng.normal(0, sigma, len(table[axis]))
+    return table
+
+
+def _dense_cell(ratio, persistence, n=1500, frames=12, seed=3, blink=0.0):
+    """Detections at a given step / nearest-neighbour distance; returns truth, detections, step, NN."""
+    side = (n / 0.554**3) ** (1 / 3)
+    first = simulate.simulate_tracks(n, 1, (side,) * 3, 1.0, persistence, margin_um=1.0, seed=seed)
+    nn = simulate.mean_nearest_neighbour_distance(first)
+    truth = simulate.simulate_tracks(n, frames, (side,) * 3, ratio * nn, persistence, margin_um=1.0,
+                                     blink_probability=blink, seed=seed)
+    return truth, _detections(truth, 0.04 * nn, seed), ratio * nn, nn
+
+
+def test_prediction_formula():
+    x = np.zeros((2, 3))
+    v = np.array([[1.0, 0, 0], [1.0, 0, 0]])
+    known = np.array([True, False])
+    np.testing.assert_allclose(motion.predict_positions(x, v, known, 0.5), [[0.5, 0, 0], [0, 0, 0]])
+    # Two frames ahead: (p + p²) v.
+    np.testing.assert_allclose(motion.predict_positions(x, v, known, 0.5, 2)[0], [0.75, 0, 0])
+    np.testing.assert_allclose(motion.predict_positions(x, v, known, 1.0, 3)[0], [3.0, 0, 0])
+
+
+def test_spread_factor():
+    # Brownian: variance grows linearly; one step with a known velocity is the unit.
+    np.testing.assert_allclose(motion.spread_factor(0.0, np.array([1, 2, 3]), True), [1, 2, 3])
+    np.testing.assert_allclose(motion.spread_factor(0.9, np.array([1]), True), [1.0])
+    # Without velocity, persistent motion spreads faster than Brownian.
+    assert motion.spread_factor(0.9, np.array([3]), False)[0] > 3
+
+
+@pytest.mark.parametrize("persistence", [0.0, 0.5, 0.9])
+def test_motion_model_estimates_persistence(persistence):
+    truth = simulate.simulate_tracks(400, 10, (30.0, 30.0, 30.0), 0.5, persistence, margin_um=0.0, seed=1)
+    model = motion.MotionModel()
+    ids, xyz = truth["track_id"], np.column_stack([truth[a] for a in "zyx"])
+    same = ids[1:] == ids[:-1]
+    step = np.where(same[:, None], xyz[1:] - xyz[:-1], np.nan)
+    v, w = step[:-1], step[1:]
+    pairs = np.isfinite(v).all(axis=1) & np.isfinite(w).all(axis=1)
+    model.update(w[pairs], v[pairs], np.ones(pairs.sum(), bool))
+    assert model.ready
+    assert abs(model.current_persistence() - persistence) < 0.05
+    # Residual variance per axis: (1 - p²) step² / 3.
+    expected = (1 - persistence**2) * 0.5**2 / 3
+    assert model.residual_variance() == pytest.approx(expected, rel=0.25, abs=1e-3)  # walls reverse some steps
+    assert motion.MotionModel(persistence=0.3).current_persistence() == 0.3
+
+
+def test_prediction_raises_f1_for_persistent_motion():
+    truth, detections, step, nn = _dense_cell(0.5, 0.9)
+    gate = 2.5 * step
+    plain = link.link_detections(detections, gate, motion="none", adaptive_radius=False, max_gap=0, solver="scipy")
+    predicted = link.link_detections(detections, gate, max_gap=0, solver="scipy")
+    f1_plain = metrics.evaluate(plain, truth, 0.5 * nn)["link_f1"]
+    f1_predicted = metrics.evaluate(predicted, truth, 0.5 * nn)["link_f1"]
+    assert f1_predicted > 0.975
+    assert f1_predicted > f1_plain + 0.02
+
+
+def test_fixed_persistence_and_bad_options():
+    truth, detections, step, nn = _dense_cell(0.4, 0.9, n=400, frames=8)
+    tracks = link.link_detections(detections, 2.5 * step, persistence=0.9, solver="scipy")
+    assert metrics.evaluate(tracks, truth, 0.5 * nn)["link_f1"] > 0.97
+    with pytest.raises(ValueError, match="persistence"):
+        link.link_detections(detections, 1.0, persistence=1.5)
+    with pytest.raises(ValueError, match="motion"):
+        link.link_detections(detections, 1.0, motion="kalman-ish")
+    with pytest.raises(ValueError, match="max_gap"):
+        link.link_detections(detections, 1.0, max_gap=-1)

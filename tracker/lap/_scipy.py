@@ -101,7 +101,15 @@ def solve_gated(
             chosen_rows.append(r)
             chosen_cols.append(c)
 
-    multi = np.flatnonzero(~single & (side > SMALL_COMPONENT_SIZE))
+    medium = ~single & (side > SMALL_COMPONENT_SIZE) & (side <= MEDIUM_COMPONENT_SIZE)
+    if medium.any():
+        r, c = _solve_medium_components(
+            rows[medium], cols[medium], cost[medium], edge_label[medium], row_unassigned, col_unassigned
+        )
+        chosen_rows.append(r)
+        chosen_cols.append(c)
+
+    multi = np.flatnonzero(~single & (side > MEDIUM_COMPONENT_SIZE))
     if multi.size:
         order = multi[np.argsort(edge_label[multi], kind="stable")]
         boundaries = np.flatnonzero(np.diff(edge_label[order])) + 1
@@ -118,6 +126,39 @@ def solve_gated(
 
 SMALL_COMPONENT_SIZE = 4
 """Components with at most this many rows and columns are solved by enumeration."""
+
+MEDIUM_COMPONENT_SIZE = 128
+"""Larger components (up to this many rows and columns) share one vectorised set-up and get one dense solve each."""
+
+
+def _solve_medium_components(rows, cols, cost, edge_label, row_unassigned, col_unassigned):
+    """Exact solution of many medium components: local indices for all at once, then one dense solve each.
+
+    Each component is the reduced problem of :func:`reduced_problem` as a
+    dense ``r x (c + r)`` matrix for :func:`scipy.optimize.linear_sum_assignment`.
+    """
+    row_nodes, row_labels, row_rank, row_of_edge = _local_index(rows, edge_label)
+    col_nodes, col_labels, col_rank, col_of_edge = _local_index(cols, edge_label)
+    local_row, local_col = row_rank[row_of_edge], col_rank[col_of_edge]
+    weight = cost - col_unassigned[cols]
+    order = np.argsort(edge_label, kind="stable")
+    edge_bounds = np.r_[0, np.flatnonzero(np.diff(edge_label[order])) + 1, len(order)]
+    row_bounds = np.r_[0, np.flatnonzero(np.diff(row_labels)) + 1, len(row_labels)]
+    col_bounds = np.r_[0, np.flatnonzero(np.diff(col_labels)) + 1, len(col_labels)]
+    chosen_rows, chosen_cols = [], []
+    for k in range(len(edge_bounds) - 1):
+        edges = order[edge_bounds[k]:edge_bounds[k + 1]]
+        r0, r1 = row_bounds[k], row_bounds[k + 1]
+        c0, c1 = col_bounds[k], col_bounds[k + 1]
+        n_r, n_c = r1 - r0, c1 - c0
+        dense = np.full((n_r, n_c + n_r), np.inf)
+        dense[local_row[edges], local_col[edges]] = weight[edges]
+        dense[np.arange(n_r), n_c + np.arange(n_r)] = row_unassigned[row_nodes[r0:r1]]
+        assigned_rows, assigned_cols = scipy.optimize.linear_sum_assignment(dense)
+        linked = assigned_cols < n_c
+        chosen_rows.append(row_nodes[r0:r1][assigned_rows[linked]])
+        chosen_cols.append(col_nodes[c0:c1][assigned_cols[linked]])
+    return np.concatenate(chosen_rows), np.concatenate(chosen_cols)
 
 
 @functools.lru_cache(maxsize=None)

@@ -1,0 +1,243 @@
+"""GPU Hungarian solvers ("hungarian-tree", "hungarian-classical") against scipy, and their CPU helpers.
+
+GPU tests are marked ``gpu`` and skip without CuPy and a GPU (see conftest.py).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import scipy.optimize
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import tracker.lap as lap
+from tracker.backend import gpu_available
+from tracker.lap import _gpu_common
+from tracker.lap._registry import get_solver
+
+GPU_SOLVERS = ["hungarian-tree", "hungarian-classical"]
+
+
+# ---------------------------------------------------------------------------------------------
+# helpers
+# ---------------------------------------------------------------------------------------------
+
+def reference(cost, maximize=False):
+    """(objective, None) from scipy, or (None, ValueError) when scipy raises."""
+    try:
+        r, c = scipy.optimize.linear_sum_assignment(cost, maximize=maximize)
+    except ValueError as error:
+        return None, error
+    return float(cost[r, c].sum()), None
+
+
+def check_against_scipy(cost, solver, maximize=False):
+    cost = np.asarray(cost, dtype=np.float64)
+    ref, err = reference(cost, maximize)
+    if err is not None:
+        with pytest.raises(ValueError):
+            lap.linear_sum_assignment(cost, maximize, solver=solver)
+        return
+    rows, cols = lap.linear_sum_assignment(cost, maximize, solver=solver)
+    k = min(cost.shape)
+    assert rows.shape == cols.shape == (k,)
+    assert rows.dtype == cols.dtype == np.int64
+    assert np.all(np.diff(rows) > 0) if k > 1 else True
+    assert len(np.unique(cols)) == k
+    got = float(cost[rows, cols].sum())
+    finite = cost[np.isfinite(cost)]
+    if finite.size and np.all(finite == np.round(finite)) and np.abs(finite).max() < 2**40:
+        assert got == ref, (got, ref)
+    else:
+        scale = max(1.0, float(np.abs(cost[rows, cols]).sum()))
+        assert abs(got - ref) <= 1e-9 * scale, (got, ref)
+
+
+def random_instance(rng, n, m, kind):
+    if kind == "int_small":
+        return rng.integers(0, max(2, n // 10 + 1), (n, m)).astype(float)
+    if kind == "int_n":
+        return rng.integers(0, max(2, n), (n, m)).astype(float)
+    if kind == "int_10n":
+        return rng.integers(0, 10 * max(n, 1) + 1, (n, m)).astype(float)
+    if kind == "float":
+        return rng.random((n, m))
+    if kind == "negative":
+        return rng.normal(0.0, 100.0, (n, m))
+    if kind == "huge":
+        return rng.random((n, m)) * 10.0 ** rng.integers(-6, 12, (n, m))
+    if kind == "ties":
+        return np.full((n, m), float(rng.integers(-3, 4)))
+    if kind == "geometric":
+        p = rng.random((max(n, m), 3)) * 100
+        q = p + rng.normal(0, 2.0, p.shape)
+        return ((p[:n, None, :] - q[None, :m, :]) ** 2).sum(-1)
+    if kind == "inf":
+        c = rng.random((n, m))
+        c[rng.random((n, m)) < 0.3] = np.inf
+        return c
+    if kind == "inf_int":
+        c = rng.integers(-5, 20, (n, m)).astype(float)
+        c[rng.random((n, m)) < 0.5] = np.inf
+        return c
+    raise ValueError(kind)
+
+
+KINDS = ["int_small", "int_n", "int_10n", "float", "negative", "huge", "ties", "geometric", "inf", "inf_int"]
+
+
+# ---------------------------------------------------------------------------------------------
+# CPU-only tests (helpers, registration, skip behaviour)
+# ---------------------------------------------------------------------------------------------
+
+def test_registered():
+    names = lap.available_solvers("dense")
+    for name in GPU_SOLVERS:
+        assert name in names
+    from tracker.lap._registry import _SOLVERS
+
+    tree, classical = _SOLVERS["hungarian-tree"], _SOLVERS["hungarian-classical"]
+    assert tree.gpu and tree.exact and tree.dense is not None
+    assert classical.gpu and classical.exact and classical.dense is not None
+    assert tree.priority("dense") > classical.priority("dense")
+
+
+@pytest.mark.skipif(gpu_available(), reason="checks the no-GPU error")
+def test_needs_gpu_message():
+    with pytest.raises(RuntimeError, match="CuPy"):
+        get_solver("hungarian-tree", "dense")
+    rows, cols = lap.linear_sum_assignment(np.eye(3), solver="auto")  # falls back to scipy
+    assert list(cols) == [1, 0, 2] or float(np.eye(3)[rows, cols].sum()) == 0.0
+
+
+def test_is_integral_and_tolerance():
+    assert _gpu_common.is_integral(np.array([[1.0, 2.0], [np.inf, -3.0]]))
+    assert not _gpu_common.is_integral(np.array([[1.5, 2.0]]))
+    assert not _gpu_common.is_integral(np.array([[2.0**60]]))
+    assert _gpu_common.zero_tolerance(10.0, True) == 0.5
+    assert 0 < _gpu_common.zero_tolerance(10.0, False) < 1e-10
+
+
+def test_pad_square():
+    c = np.arange(6.0).reshape(2, 3)
+    p = _gpu_common.pad_square(c)
+    assert p.shape == (3, 3) and np.all(p[2] == 0) and np.all(p[:2] == c)
+    assert _gpu_common.pad_square(np.ones((3, 3))).shape == (3, 3)
+
+
+def test_prepare_infeasible_rows():
+    c = np.array([[np.inf, np.inf], [1.0, 2.0]])
+    assert _gpu_common.prepare_dense(c).infeasible
+    c = np.array([[np.inf, 1.0], [np.inf, 2.0]])
+    assert _gpu_common.prepare_dense(c).infeasible  # square: a column with no finite entry
+    c = np.array([[np.inf, 1.0, np.inf]])
+    assert not _gpu_common.prepare_dense(c).infeasible
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.integers(1, 6), st.integers(0, 4), st.data())
+def test_big_m_preserves_optimum(n, extra, data):
+    """With +inf replaced by big-M, scipy's optimum equals the true optimum, or uses a big-M entry iff infeasible."""
+    m = n + extra
+    seed = data.draw(st.integers(0, 2**31 - 1))
+    rng = np.random.default_rng(seed)
+    kind = data.draw(st.sampled_from(["inf", "inf_int"]))
+    c = random_instance(rng, n, m, kind)
+    if rng.random() < 0.5:
+        c = c * 10.0 ** rng.integers(-3, 6)
+    prob = _gpu_common.prepare_dense(c)
+    ref, err = reference(c)
+    if prob.infeasible:
+        assert err is not None
+        return
+    r, cc = scipy.optimize.linear_sum_assignment(prob.cost)
+    result = _gpu_common.finish(prob, c, cc[np.argsort(r)])
+    if err is not None:
+        assert np.all(result == -1)
+    else:
+        assert np.all(result >= 0)
+        assert float(c[np.arange(n), result].sum()) == pytest.approx(ref, rel=1e-12, abs=1e-12)
+
+
+# ---------------------------------------------------------------------------------------------
+# GPU tests
+# ---------------------------------------------------------------------------------------------
+
+matrix_kinds = st.sampled_from(KINDS)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("solver", GPU_SOLVERS + ["auto"])
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(n=st.integers(0, 14), m=st.integers(0, 14), kind=matrix_kinds, maximize=st.booleans(),
+       seed=st.integers(0, 2**31 - 1))
+def test_property_vs_scipy(solver, n, m, kind, maximize, seed):
+    rng = np.random.default_rng(seed)
+    cost = random_instance(rng, n, m, kind)
+    if maximize:
+        cost = np.where(np.isinf(cost), -np.inf, cost)
+    check_against_scipy(cost, solver, maximize)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("solver", GPU_SOLVERS)
+def test_many_random_instances(solver):
+    """A cheap loop over 1200 random instances per solver (all kinds, square and rectangular)."""
+    rng = np.random.default_rng(2024)
+    for t in range(1200):
+        n = int(rng.integers(1, 40))
+        m = int(rng.integers(1, 40)) if t % 3 else n
+        kind = KINDS[t % len(KINDS)]
+        check_against_scipy(random_instance(rng, n, m, kind), solver, maximize=bool(t % 7 == 0))
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("solver", GPU_SOLVERS)
+@pytest.mark.parametrize("kind", ["int_small", "int_n", "int_10n", "float", "geometric", "negative", "huge", "inf"])
+@pytest.mark.parametrize("shape", [(300, 300), (1000, 1000), (257, 700), (700, 257)])
+def test_medium_instances(solver, kind, shape):
+    rng = np.random.default_rng(hash((kind, shape)) % 2**32)
+    check_against_scipy(random_instance(rng, *shape, kind), solver)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("solver", GPU_SOLVERS)
+def test_edge_cases(solver):
+    for cost in (np.zeros((0, 0)), np.zeros((0, 5)), np.zeros((3, 0)), np.array([[7.0]]), np.arange(9.0)[None],
+                 np.arange(9.0)[:, None], np.full((50, 50), 3.0), -np.arange(64.0).reshape(8, 8),
+                 np.array([[1e300, 0.0], [0.0, 1e300]]), np.array([[1e-300, 0.0], [0.0, 1e-300]])):
+        check_against_scipy(cost, solver)
+        check_against_scipy(cost, solver, maximize=True)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("solver", GPU_SOLVERS)
+def test_infeasible_and_invalid(solver):
+    inf = np.inf
+    with pytest.raises(ValueError):
+        lap.linear_sum_assignment(np.array([[inf, 1.0], [inf, 2.0]]), solver=solver)
+    with pytest.raises(ValueError):  # Hall violation not visible per row/column
+        lap.linear_sum_assignment(np.array([[1.0, inf, inf], [2.0, inf, inf], [1.0, 2.0, 3.0]]), solver=solver)
+    with pytest.raises(ValueError):
+        lap.linear_sum_assignment(np.array([[np.nan, 1.0]]), solver=solver)
+    rows, cols = lap.linear_sum_assignment(np.array([[inf, 1.0, inf], [2.0, inf, inf]]), solver=solver)
+    assert list(cols) == [1, 0]
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("solver", GPU_SOLVERS)
+def test_cupy_in_cupy_out(solver):
+    import cupy as cp
+
+    rng = np.random.default_rng(5)
+    c = rng.random((60, 80))
+    rows, cols = lap.linear_sum_assignment(cp.asarray(c), solver=solver)
+    assert isinstance(rows, cp.ndarray) and isinstance(cols, cp.ndarray)
+    ref, _ = reference(c)
+    assert abs(float(c[rows.get(), cols.get()].sum()) - ref) <= 1e-9 * max(1.0, abs(ref))
+
+
+@pytest.mark.gpu
+def test_auto_picks_a_gpu_solver():
+    assert get_solver("auto", "dense").gpu

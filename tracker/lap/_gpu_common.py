@@ -1,0 +1,155 @@
+"""Shared helpers for the dense GPU assignment solvers (Hungarian variants, auction, ...).
+
+Every function works on NumPy or CuPy arrays alike (the array module is taken
+from the input), so they can be unit-tested on a machine without a GPU, and
+none of them imports CuPy at module import time.
+
+What is here
+------------
+* :func:`prepare_dense` — one call that turns the backend's input (an
+  ``(n, m)`` float64 matrix, ``n <= m``, entries finite or ``+inf``) into a
+  :class:`DenseProblem`: a finite matrix (``+inf`` replaced by a big-M, see
+  :func:`big_m`), whether all entries are integers (:func:`is_integral`), the
+  zero-slack tolerance (:func:`zero_tolerance`) and a quick infeasibility
+  verdict (a row or column with no finite entry).
+* :func:`big_m` — a penalty so large that any assignment using a forbidden
+  entry costs more than every assignment that uses none.
+* :func:`pad_square` — pad a rectangular ``n < m`` matrix with constant rows.
+* :func:`finish` — map a solver's assignment back: ``-1`` everywhere when the
+  problem was infeasible (a forbidden entry got used).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from ..backend import get_array_module
+
+INTEGRAL_LIMIT = 2.0**50
+"""Integer costs are treated exactly (duals stay integers in float64) while
+``n * (max|C| + big-M)`` stays below 2**53; this bounds the magnitudes."""
+
+
+def is_integral(cost: Any) -> bool:
+    """True if every finite entry is an integer of modest magnitude (``< 2**50 / n``)."""
+    xp = get_array_module(cost)
+    lim = INTEGRAL_LIMIT / max(1, max(cost.shape))
+    if cost.size == 0:
+        return True
+    if xp is not np:  # one fused reduction, no n x n temporaries
+        bad = _nonintegral_kernel()(cost, lim)
+        return int(bad) == 0
+    finite = xp.isfinite(cost)
+    vals = cost[finite]
+    if vals.size == 0:
+        return True
+    return bool(xp.all(vals == xp.round(vals))) and float(xp.abs(vals).max()) < lim
+
+
+_KERNELS: dict = {}
+
+
+def _nonintegral_kernel():
+    """CuPy reduction: number of finite entries that are not integers below ``lim`` in magnitude."""
+    if "nonint" not in _KERNELS:
+        import cupy
+
+        _KERNELS["nonint"] = cupy.ReductionKernel(
+            "float64 x, float64 lim", "int64 y",
+            "(isinf(x) || (x == rint(x) && fabs(x) < lim)) ? 0 : 1",
+            "a + b", "y = a", "0", "hungarian_nonintegral")
+    return _KERNELS["nonint"]
+
+
+def big_m(lo: float, hi: float, n: int, integral: bool) -> float:
+    """A penalty M for forbidden entries.
+
+    A feasible assignment of ``n`` rows costs at most ``n * hi``; one that
+    uses at least one forbidden entry costs at least ``M + (n - 1) * lo``.
+    ``M = hi + n * (hi - lo) + 1`` therefore makes every assignment with a
+    forbidden entry strictly worse, so the solver only picks one when no
+    feasible assignment exists (detected afterwards by :func:`finish`).
+    The extra ``max(1, |hi|)`` margin keeps the strict gap visible in float64.
+    """
+    m_value = hi + n * (hi - lo) + max(1.0, abs(hi), abs(lo))
+    return float(np.ceil(m_value)) if integral else float(m_value)
+
+
+def zero_tolerance(scale: float, integral: bool) -> float:
+    """Slack at or below which an edge counts as tight ("zero") in the Hungarian solvers.
+
+    Integer costs keep every dual an integer, so any slack below 1 is zero:
+    ``0.5``. Float costs: ``scale * 2**-40`` (about 1e-12 relative), far
+    above the rounding of ``C - u - v`` in float64 (a few ulps of ``scale``)
+    yet far below any meaningful cost difference; the objective can be off by
+    at most ``n`` times this, and only when two assignments differ by less.
+    """
+    if integral:
+        return 0.5
+    return max(float(scale), 1e-300) * 2.0**-40
+
+
+@dataclass
+class DenseProblem:
+    cost: Any  # finite (n, m) float64 matrix in the input's array module
+    n: int
+    m: int
+    integral: bool
+    eps: float
+    scale: float  # max |finite entry| (or 1)
+    forbidden: bool  # some entry was +inf (replaced by big_m)
+    big_m: float | None
+    infeasible: bool  # a row or column without any finite entry (only rows matter when n < m)
+
+
+def prepare_dense(cost: Any) -> DenseProblem:
+    """Check and normalise a backend input (see module docstring)."""
+    xp = get_array_module(cost)
+    n, m = cost.shape
+    finite = xp.isfinite(cost)
+    all_finite = bool(finite.all())
+    integral = is_integral(cost)
+    if all_finite:
+        lo, hi = float(cost.min()), float(cost.max())
+        scale = max(abs(lo), abs(hi), 1e-300)
+        return DenseProblem(cost, n, m, integral, zero_tolerance(scale, integral), scale, False, None, False)
+    row_ok = bool(finite.any(axis=1).all())
+    col_ok = bool(finite.any(axis=0).all()) if n == m else True
+    if not (row_ok and col_ok) or not bool(finite.any()):
+        return DenseProblem(cost, n, m, integral, 0.5, 1.0, True, None, True)
+    vals = cost[finite]
+    lo, hi = float(vals.min()), float(vals.max())
+    scale = max(abs(lo), abs(hi), 1e-300)
+    mval = big_m(lo, hi, n, integral)
+    filled = xp.where(finite, cost, mval)
+    return DenseProblem(xp.ascontiguousarray(filled), n, m, integral, zero_tolerance(scale, integral), scale, True,
+                        mval, False)
+
+
+def pad_square(cost: Any, value: float = 0.0) -> Any:
+    """``(n, m)`` with ``n < m`` -> ``(m, m)``: extra rows of ``value`` (they take the unused columns)."""
+    xp = get_array_module(cost)
+    n, m = cost.shape
+    if n >= m:
+        return cost
+    out = xp.full((m, m), value, dtype=cost.dtype)
+    out[:n] = cost
+    return out
+
+
+def finish(problem: DenseProblem, original: Any, col_of_row: Any) -> Any:
+    """``col_of_row`` (int64, length n) or all ``-1`` if a forbidden entry was used."""
+    xp = get_array_module(original)
+    col_of_row = col_of_row[: problem.n].astype(np.int64)
+    if problem.forbidden:
+        chosen = original[xp.arange(problem.n), col_of_row]
+        if not bool(xp.isfinite(chosen).all()):
+            return xp.full(problem.n, -1, dtype=np.int64)
+    return col_of_row
+
+
+def infeasible_result(n: int, xp) -> Any:
+    return xp.full(n, -1, dtype=np.int64)

@@ -1,0 +1,301 @@
+// Classical Hungarian algorithm on the GPU (Munkres' variant as parallelised by Date & Nagi 2016,
+// Alg. 3, 7, 8, with the optimisations of Kawtikwar, Chang & Govind: zero compression with per-row
+// counts and a reduction instead of one global atomic, fused kernels, one host read per iteration).
+//
+// Conventions as in hungarian_tree.cu: square n x n float64 cost (rectangular inputs are padded with
+// zero rows by the Python side), finite entries, duals u/v in float64, slack = C - u - v, "zero" means
+// slack <= eps. Covers (Munkres): after a forward pass without augmentation the uncovered rows are the
+// rows of the alternating forest ("tree rows"), the covered columns are the forest's columns (col_vis).
+//
+// Paper steps and where they live:
+//   Alg. 1  initial reduction ......... row_min, col_min_partial, col_min_final (+ greedy_assign, ours)
+//   compression of zero-slack edges ... cl_compress: one warp per row, ballot compaction into the row's
+//           segment of Z, per-row counts (no global atomic at all: Kawtikwar's Opt. 0 taken one step further)
+//           and the total via a block reduction + one atomic per block.
+//   Alg. 3  forward pass (BFS over Z) + Alg. 5 reverse pass + Alg. 6 augmentation ... cl_search: ONE
+//           persistent block runs all BFS levels, the reverse pass and the augmentation of every
+//           vertex-disjoint path without returning to the host (Kawtikwar's kernel fusion and
+//           cooperative-groups idea, with block-level instead of grid-level barriers); it writes one
+//           small status record, the host's single read per iteration.
+//   Alg. 7  min uncovered slack ....... cl_min_partial (warp per forest row, block reduction, per-block
+//           partials) and, fused with Alg. 8's dual update, cl_min_update (one block): theta, then
+//           u += theta on uncovered rows, v -= theta on covered columns (the paper's +-theta/2 form
+//           shifted by a constant, which keeps integer duals integral).
+
+#define INF_D __longlong_as_double(0x7ff0000000000000LL)
+
+
+__device__ __forceinline__ double warp_min(double x) {
+    for (int o = 16; o > 0; o >>= 1) x = fmin(x, __shfl_xor_sync(0xffffffffu, x, o));
+    return x;
+}
+
+// Minimum over the block (blockDim.x a multiple of 32, <= 1024); result valid in every thread.
+__device__ double block_min(double x) {
+    __shared__ double red[32];
+    __shared__ double result;
+    x = warp_min(x);
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    if (lane == 0) red[warp] = x;
+    __syncthreads();
+    if (warp == 0) {
+        const int nw = blockDim.x >> 5;
+        double y = lane < nw ? red[lane] : INF_D;
+        y = warp_min(y);
+        if (lane == 0) result = y;
+    }
+    __syncthreads();
+    const double r = result;
+    __syncthreads();
+    return r;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Alg. 1: initial reduction
+// ---------------------------------------------------------------------------------------------
+
+// One block per row: u[i] = min_j C[i, j].
+extern "C" __global__ void row_min(const double* __restrict__ c, int n, int m, double* __restrict__ u) {
+    const int i = blockIdx.x;
+    if (i >= n) return;
+    const double* row = c + (long long)i * m;
+    double best = INF_D;
+    for (int j = threadIdx.x; j < m; j += blockDim.x) best = fmin(best, row[j]);
+    best = block_min(best);
+    if (threadIdx.x == 0) u[i] = best;
+}
+
+// Block (32, 8); grid (ceil(m/32), chunks). partial[chunk * m + j] = min over the chunk's rows of C - u.
+extern "C" __global__ void col_min_partial(const double* __restrict__ c, const double* __restrict__ u, int n,
+                                           int m, int rows_per_chunk, double* __restrict__ partial) {
+    __shared__ double s[8][33];
+    const int j = blockIdx.x * 32 + threadIdx.x;
+    const int r0 = blockIdx.y * rows_per_chunk;
+    const int r1 = min(n, r0 + rows_per_chunk);
+    double best = INF_D;
+    if (j < m)
+        for (int i = r0 + threadIdx.y; i < r1; i += 8) best = fmin(best, c[(long long)i * m + j] - u[i]);
+    s[threadIdx.y][threadIdx.x] = best;
+    __syncthreads();
+    if (threadIdx.y == 0 && j < m) {
+        for (int k = 1; k < 8; ++k) best = fmin(best, s[k][threadIdx.x]);
+        partial[(long long)blockIdx.y * m + j] = best;
+    }
+}
+
+extern "C" __global__ void col_min_final(const double* __restrict__ partial, int chunks, int m,
+                                         double* __restrict__ v) {
+    const int j = blockIdx.x * blockDim.x + threadIdx.x;
+    if (j >= m) return;
+    double best = INF_D;
+    for (int k = 0; k < chunks; ++k) best = fmin(best, partial[(long long)k * m + j]);
+    v[j] = best;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Initial primal solution (ours, standard): every row grabs a free zero-slack column, one warp per row;
+// the atomicCAS on row4col resolves races ("race condition" matching in the spirit of the paper).
+// ---------------------------------------------------------------------------------------------
+extern "C" __global__ void greedy_assign(const double* __restrict__ c, const double* __restrict__ u,
+                                         const double* __restrict__ v, int n, int m, double eps,
+                                         int* __restrict__ col4row, int* row4col) {
+    const int warp = (blockIdx.x * blockDim.x + threadIdx.x) >> 5;
+    const int lane = threadIdx.x & 31;
+    if (warp >= n) return;
+    const int i = warp;
+    if (col4row[i] != -1) return;
+    const double ui = u[i];
+    const double* row = c + (long long)i * m;
+    volatile int* r4c = row4col;
+    for (int j0 = 0; j0 < m; j0 += 32) {
+        const int j = j0 + lane;
+        const bool z = (j < m) && (row[j] - ui - v[j] <= eps) && (r4c[j] == -1);
+        unsigned mask = __ballot_sync(0xffffffffu, z);
+        while (mask) {
+            const int l = __ffs(mask) - 1;
+            int got = 0;
+            if (lane == l) got = (atomicCAS(&row4col[j], -1, i) == -1);
+            got = __shfl_sync(0xffffffffu, got, l);
+            if (got) {
+                if (lane == 0) col4row[i] = j0 + l;
+                return;
+            }
+            mask &= mask - 1;
+        }
+    }
+}
+
+
+// status slots (int64), shared with hungarian_classical.py
+#define CS_FREE 0       // free rows at the start of the search
+#define CS_AUG 1        // paths augmented by the search
+#define CS_NTREE 2      // rows in the forest (uncovered rows)
+#define CS_NREV 3       // free columns reached
+#define CS_ERROR 4      // 1: theta = inf (infeasible; cannot happen with finite costs)
+#define CS_ZEROS 5      // zero-slack edges after the last compression
+#define CS_THETA 6      // last theta (as double bits)
+
+// Compression of the zero-slack edges: one warp per row, Z[i * m + k] = k-th zero column of row i.
+extern "C" __global__ void cl_compress(const double* __restrict__ c, const double* __restrict__ u,
+                                       const double* __restrict__ v, int n, int m, double eps,
+                                       int* __restrict__ Z, int* __restrict__ zcnt, long long* status) {
+    __shared__ int block_total;
+    if (threadIdx.x == 0) block_total = 0;
+    __syncthreads();
+    const int i = (blockIdx.x * blockDim.x + threadIdx.x) >> 5;
+    const int lane = threadIdx.x & 31;
+    if (i < n) {
+        const double ui = u[i];
+        const double* row = c + (long long)i * m;
+        int* zrow = Z + (long long)i * m;
+        int cnt = 0;
+        for (int j0 = 0; j0 < m; j0 += 32) {
+            const int j = j0 + lane;
+            const bool z = (j < m) && (row[j] - ui - v[j] <= eps);
+            const unsigned mask = __ballot_sync(0xffffffffu, z);
+            if (z) zrow[cnt + __popc(mask & ((1u << lane) - 1u))] = j;
+            cnt += __popc(mask);
+        }
+        if (lane == 0) {
+            zcnt[i] = cnt;
+            atomicAdd(&block_total, cnt);
+        }
+    }
+    __syncthreads();
+    if (threadIdx.x == 0 && block_total) atomicAdd((unsigned long long*)&status[CS_ZEROS], (unsigned long long)block_total);
+}
+
+// Alg. 3 + 5 + 6 in one persistent block (see header). Arrays fa, fb, tree_rows: n ints; rev: m ints.
+extern "C" __global__ void __launch_bounds__(1024, 1)
+cl_search(int n, int m, const int* __restrict__ Z, const int* __restrict__ zcnt, int* col4row, int* row4col,
+          int* Pr, int* Pc, int* col_vis, int* claim, int* fa, int* fb, int* tree_rows, int* rev, long long* status) {
+    __shared__ int s_front, s_next, s_tree, s_rev, s_aug;
+    const int T = blockDim.x, tid = threadIdx.x, lane = tid & 31;
+    if (tid == 0) {
+        s_front = 0; s_next = 0; s_tree = 0; s_rev = 0; s_aug = 0;
+    }
+    for (int j = tid; j < m; j += T) col_vis[j] = 0;
+    __syncthreads();
+    // roots: the free rows (Alg. 2's optimality check counts them)
+    for (int i0 = 0; i0 < n; i0 += T) {
+        const int i = i0 + tid;
+        bool take = false;
+        if (i < n) {
+            Pr[i] = -1;
+            claim[i] = 0;
+            take = col4row[i] == -1;
+        }
+        const unsigned mask = __ballot_sync(0xffffffffu, take);
+        int base = 0;
+        if (lane == 0 && mask) base = atomicAdd(&s_front, __popc(mask));
+        base = __shfl_sync(0xffffffffu, base, 0);
+        if (take) {
+            const int k = base + __popc(mask & ((1u << lane) - 1u));
+            fa[k] = i;
+            tree_rows[k] = i;
+        }
+    }
+    __syncthreads();
+    const int n_free = s_front;
+    if (tid == 0) s_tree = n_free;
+    __syncthreads();
+    int* fin = fa;
+    int* fout = fb;
+    for (int level = 0; level <= n; ++level) {
+        const int nf = s_front;
+        if (nf == 0) break;
+        // expansion: one thread per frontier row walks its zero list (Alg. 3)
+        for (int k = tid; k < nf; k += T) {
+            const int i = fin[k];
+            const int* zrow = Z + (long long)i * m;
+            const int cnt = zcnt[i];
+            for (int t = 0; t < cnt; ++t) {
+                const int j = zrow[t];
+                if (col_vis[j]) continue;
+                if (atomicCAS(&col_vis[j], 0, 1) != 0) continue;
+                Pc[j] = i;
+                const int r = row4col[j];
+                if (r == -1) {
+                    rev[atomicAdd(&s_rev, 1)] = j;  // reverse-pass candidate
+                } else {
+                    Pr[r] = j;
+                    fout[atomicAdd(&s_next, 1)] = r;
+                    tree_rows[atomicAdd(&s_tree, 1)] = r;
+                }
+            }
+        }
+        __syncthreads();
+        // contraction: the gathered rows are the next frontier (each row is reached once)
+        if (tid == 0) {
+            s_front = s_next;
+            s_next = 0;
+        }
+        int* tmp = fin; fin = fout; fout = tmp;
+        __syncthreads();
+    }
+    // reverse pass + augmentation: one path per tree (root claim), vertex-disjoint (Date & Nagi Prop. 1, 2)
+    const int nrev = s_rev;
+    for (int k = tid; k < nrev; k += T) {
+        const int j = rev[k];
+        int i = Pc[j];
+        for (int g = 0; Pr[i] != -1 && g <= n; ++g) i = Pc[Pr[i]];
+        if (atomicCAS(&claim[i], 0, 1) != 0) continue;
+        int col = j, row = Pc[j];
+        for (int g = 0; g <= n; ++g) {
+            const int next = Pr[row];
+            col4row[row] = col;
+            row4col[col] = row;
+            if (next == -1) break;
+            col = next;
+            row = Pc[col];
+        }
+        atomicAdd(&s_aug, 1);
+    }
+    __syncthreads();
+    if (tid == 0) {
+        status[CS_FREE] = n_free;
+        status[CS_AUG] = s_aug;
+        status[CS_NTREE] = s_tree;
+        status[CS_NREV] = nrev;
+        status[CS_ZEROS] = 0;  // the next compression recounts
+    }
+}
+
+// Alg. 7 stage 1: min slack over (forest rows) x (columns outside the forest); one warp per forest row,
+// block reduction, one partial per block (no atomics).
+extern "C" __global__ void cl_min_partial(const double* __restrict__ c, const double* __restrict__ u,
+                                          const double* __restrict__ v, int m, const int* __restrict__ tree_rows,
+                                          const int* __restrict__ col_vis, const long long* status,
+                                          double* __restrict__ partial) {
+    const int w = (blockIdx.x * blockDim.x + threadIdx.x) >> 5;
+    const int lane = threadIdx.x & 31;
+    const int ntree = (int)status[CS_NTREE];
+    double best = INF_D;
+    if (w < ntree) {
+        const int i = tree_rows[w];
+        const double ui = u[i];
+        const double* row = c + (long long)i * m;
+        for (int j = lane; j < m; j += 32)
+            if (!col_vis[j]) best = fmin(best, row[j] - ui - v[j]);
+    }
+    best = block_min(best);
+    if (threadIdx.x == 0) partial[blockIdx.x] = best;
+}
+
+// Alg. 7 stage 2 fused with Alg. 8 (one block): theta = min of the partials, then the dual update.
+extern "C" __global__ void cl_min_update(int m, int n_partial, const double* __restrict__ partial,
+                                         const int* __restrict__ tree_rows, const int* __restrict__ col_vis,
+                                         double* __restrict__ u, double* __restrict__ v, long long* status) {
+    double local = INF_D;
+    for (int k = threadIdx.x; k < n_partial; k += blockDim.x) local = fmin(local, partial[k]);
+    const double theta = block_min(local);
+    if (theta == INF_D) {
+        if (threadIdx.x == 0) status[CS_ERROR] = 1;
+        return;
+    }
+    const int ntree = (int)status[CS_NTREE];
+    for (int k = threadIdx.x; k < ntree; k += blockDim.x) u[tree_rows[k]] += theta;
+    for (int j = threadIdx.x; j < m; j += blockDim.x)
+        if (col_vis[j]) v[j] -= theta;
+    if (threadIdx.x == 0) status[CS_THETA] = __double_as_longlong(theta);
+}

@@ -1,0 +1,505 @@
+// Alternating-tree Hungarian algorithm on the GPU (Date & Nagi 2016, Parallel Computing 57:52-72),
+// with a single-block shortest-augmenting-path finisher (our change, see "Step 5" below).
+//
+// Conventions (all kernels): cost matrix C is row-major float64, n rows <= m columns, every entry
+// finite (the Python side replaced +inf by a big-M, see tracker/lap/_gpu_common.py).
+// Duals: u (rows), v (columns), float64. Reduced cost ("slack") of (i, j) = C[i,j] - u[i] - v[j] >= 0.
+// Assignment: col4row[i] (A_r in the paper), row4col[j] (A_c); -1 = unassigned.
+// Predecessors: Pr[i] (column through which row i entered the tree), Pc[j] (row that tightened column j).
+// "Zero" slack means slack <= eps (eps = 0.5 for integer costs, where every dual stays an integer, or a
+// small multiple of the cost scale for float costs; chosen in _gpu_common.zero_tolerance).
+//
+// Paper steps and where they live:
+//   Alg. 1  initial reduction ............ row_min, col_min_partial, col_min_final
+//   Alg. 2  optimality check ............. match count is kept on device (status[ST_MATCHED])
+//   (ours)  greedy zero matching ......... greedy_assign (race-based, one warp per row)
+//   Alg. 4  forward pass (expansion) ..... tree_expand: one thread per column vertex, scans the frontier
+//           forward pass (contraction) ... tree_contract: compacts the next frontier
+//   Alg. 5  reverse pass + Alg. 6 augmentation, fused ... tree_augment (one thread per reached free column;
+//           the race of Alg. 5 is replaced by an atomic claim of the tree's root, so exactly one
+//           vertex-disjoint path per tree is flipped)
+//   Alg. 9  O(n) dual update ............. tree_dual_update (theta = min slack of unvisited columns)
+//   Step 5 (ours): when the multi-tree phases stop paying (few augmentations per host round trip, the
+//           typical case for float costs where each dual update makes one column tight), the remaining
+//           free rows are finished by tree_sap_K*: ONE thread block grows the alternating tree of one
+//           free row at a time in Dijkstra order (exactly Alg. 4 + Alg. 9 with a frontier of one row and
+//           theta applied lazily as shortest-path distances), then does the reverse pass and augmentation,
+//           all without leaving the kernel. This is the Jonker-Volgenant / Crouse shortest augmenting path
+//           used by scipy, parallelised over columns.
+
+#define INF_D __longlong_as_double(0x7ff0000000000000LL)
+
+// status slots (int64), shared with hungarian_tree.py
+#define ST_FRONTIER 0   // size of the current frontier after contraction
+#define ST_REVERSE 1    // free columns reached in this phase
+#define ST_AUGMENTED 2  // paths augmented by the last tree_augment
+#define ST_ERROR 3      // 1: infeasible (theta = inf), 2: iteration cap hit in tree_sap
+#define ST_STEPS 4      // tree_sap: Dijkstra steps taken (profiling)
+#define ST_THETA_INF 5
+
+__device__ __forceinline__ double warp_min(double x) {
+    for (int o = 16; o > 0; o >>= 1) x = fmin(x, __shfl_xor_sync(0xffffffffu, x, o));
+    return x;
+}
+
+// Minimum over the block (blockDim.x a multiple of 32, <= 1024); result valid in every thread.
+__device__ double block_min(double x) {
+    __shared__ double red[32];
+    __shared__ double result;
+    x = warp_min(x);
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    if (lane == 0) red[warp] = x;
+    __syncthreads();
+    if (warp == 0) {
+        const int nw = blockDim.x >> 5;
+        double y = lane < nw ? red[lane] : INF_D;
+        y = warp_min(y);
+        if (lane == 0) result = y;
+    }
+    __syncthreads();
+    const double r = result;
+    __syncthreads();
+    return r;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Alg. 1: initial reduction
+// ---------------------------------------------------------------------------------------------
+
+// One block per row: u[i] = min_j C[i, j].
+extern "C" __global__ void row_min(const double* __restrict__ c, int n, int m, double* __restrict__ u) {
+    const int i = blockIdx.x;
+    if (i >= n) return;
+    const double* row = c + (long long)i * m;
+    double best = INF_D;
+    for (int j = threadIdx.x; j < m; j += blockDim.x) best = fmin(best, row[j]);
+    best = block_min(best);
+    if (threadIdx.x == 0) u[i] = best;
+}
+
+// Block (32, 8); grid (ceil(m/32), chunks). partial[chunk * m + j] = min over the chunk's rows of C - u.
+extern "C" __global__ void col_min_partial(const double* __restrict__ c, const double* __restrict__ u, int n,
+                                           int m, int rows_per_chunk, double* __restrict__ partial) {
+    __shared__ double s[8][33];
+    const int j = blockIdx.x * 32 + threadIdx.x;
+    const int r0 = blockIdx.y * rows_per_chunk;
+    const int r1 = min(n, r0 + rows_per_chunk);
+    double best = INF_D;
+    if (j < m)
+        for (int i = r0 + threadIdx.y; i < r1; i += 8) best = fmin(best, c[(long long)i * m + j] - u[i]);
+    s[threadIdx.y][threadIdx.x] = best;
+    __syncthreads();
+    if (threadIdx.y == 0 && j < m) {
+        for (int k = 1; k < 8; ++k) best = fmin(best, s[k][threadIdx.x]);
+        partial[(long long)blockIdx.y * m + j] = best;
+    }
+}
+
+extern "C" __global__ void col_min_final(const double* __restrict__ partial, int chunks, int m,
+                                         double* __restrict__ v) {
+    const int j = blockIdx.x * blockDim.x + threadIdx.x;
+    if (j >= m) return;
+    double best = INF_D;
+    for (int k = 0; k < chunks; ++k) best = fmin(best, partial[(long long)k * m + j]);
+    v[j] = best;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Initial primal solution (ours, standard): every row grabs a free zero-slack column, one warp per row;
+// the atomicCAS on row4col resolves races ("race condition" matching in the spirit of the paper).
+// ---------------------------------------------------------------------------------------------
+extern "C" __global__ void greedy_assign(const double* __restrict__ c, const double* __restrict__ u,
+                                         const double* __restrict__ v, int n, int m, double eps,
+                                         int* __restrict__ col4row, int* row4col) {
+    const int warp = (blockIdx.x * blockDim.x + threadIdx.x) >> 5;
+    const int lane = threadIdx.x & 31;
+    if (warp >= n) return;
+    const int i = warp;
+    if (col4row[i] != -1) return;
+    const double ui = u[i];
+    const double* row = c + (long long)i * m;
+    volatile int* r4c = row4col;
+    for (int j0 = 0; j0 < m; j0 += 32) {
+        const int j = j0 + lane;
+        const bool z = (j < m) && (row[j] - ui - v[j] <= eps) && (r4c[j] == -1);
+        unsigned mask = __ballot_sync(0xffffffffu, z);
+        while (mask) {
+            const int l = __ffs(mask) - 1;
+            int got = 0;
+            if (lane == l) got = (atomicCAS(&row4col[j], -1, i) == -1);
+            got = __shfl_sync(0xffffffffu, got, l);
+            if (got) {
+                if (lane == 0) col4row[i] = j0 + l;
+                return;
+            }
+            mask &= mask - 1;
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Multi-tree phase (Date & Nagi Alg. 4, 5, 6, 9). Row state: 0 inactive, 1 active (frontier),
+// 2 visited (in a tree, scanned), 3 active next (reached in this expansion).
+// ---------------------------------------------------------------------------------------------
+
+// Phase reset ("optimality check" of Alg. 2 is the host's count): free rows become the roots.
+extern "C" __global__ void tree_reset(int n, int m, const int* __restrict__ col4row, int* __restrict__ row_state,
+                                      int* __restrict__ Pr, int* __restrict__ claim, int* __restrict__ Pc,
+                                      int* __restrict__ col_vis, double* __restrict__ slack,
+                                      int* __restrict__ frontier, long long* status) {
+    const int t = blockIdx.x * blockDim.x + threadIdx.x;
+    if (t == 0) {
+        status[ST_FRONTIER] = 0;
+        status[ST_REVERSE] = 0;
+        status[ST_AUGMENTED] = 0;
+    }
+    if (t < m) {
+        slack[t] = INF_D;
+        Pc[t] = -1;
+        col_vis[t] = 0;
+    }
+    if (t < n) {
+        Pr[t] = -1;
+        claim[t] = 0;
+        row_state[t] = (col4row[t] == -1) ? 3 : 0;  // becomes the frontier in tree_contract
+    }
+}
+
+// Alg. 4 expansion: one thread per column vertex traverses the frontier rows, keeps the minimum slack
+// and its row (Pc); a column whose slack reaches zero joins the tree ("visited"); its assigned row
+// becomes active for the next frontier, an unassigned one is a reverse-pass candidate.
+extern "C" __global__ void tree_expand(const double* __restrict__ c, const double* __restrict__ u,
+                                       const double* __restrict__ v, int n, int m, double eps,
+                                       const int* __restrict__ frontier, const long long* status_in,
+                                       const int* __restrict__ row4col, int* __restrict__ row_state,
+                                       int* __restrict__ Pr, int* __restrict__ Pc, int* __restrict__ col_vis,
+                                       double* __restrict__ slack, long long* status) {
+    const int j = blockIdx.x * blockDim.x + threadIdx.x;
+    if (j >= m || col_vis[j]) return;
+    const int nf = (int)status_in[ST_FRONTIER];
+    const double vj = v[j];
+    double s = slack[j];
+    int p = Pc[j];
+    int k = 0;
+    for (; k + 4 <= nf; k += 4) {
+        const int i0 = frontier[k], i1 = frontier[k + 1], i2 = frontier[k + 2], i3 = frontier[k + 3];
+        const double r0 = c[(long long)i0 * m + j] - u[i0] - vj;
+        const double r1 = c[(long long)i1 * m + j] - u[i1] - vj;
+        const double r2 = c[(long long)i2 * m + j] - u[i2] - vj;
+        const double r3 = c[(long long)i3 * m + j] - u[i3] - vj;
+        if (r0 < s) { s = r0; p = i0; }
+        if (r1 < s) { s = r1; p = i1; }
+        if (r2 < s) { s = r2; p = i2; }
+        if (r3 < s) { s = r3; p = i3; }
+    }
+    for (; k < nf; ++k) {
+        const int i = frontier[k];
+        const double r = c[(long long)i * m + j] - u[i] - vj;
+        if (r < s) { s = r; p = i; }
+    }
+    slack[j] = s;
+    Pc[j] = p;
+    if (s <= eps) {
+        col_vis[j] = 1;
+        const int r = row4col[j];
+        if (r == -1) {
+            atomicAdd((unsigned long long*)&status[ST_REVERSE], 1ull);
+        } else {
+            Pr[r] = j;
+            row_state[r] = 3;
+        }
+    }
+}
+
+// Contraction: frontier rows become visited; rows reached in this expansion become the new frontier.
+// One block of 1024 threads (O(n) work, block-level counter, no global atomics).
+extern "C" __global__ void tree_contract(int n, int* __restrict__ row_state, int* __restrict__ frontier,
+                                         long long* status) {
+    __shared__ int count;
+    if (threadIdx.x == 0) count = 0;
+    __syncthreads();
+    for (int i0 = 0; i0 < n; i0 += blockDim.x) {
+        const int i = i0 + threadIdx.x;
+        int st = i < n ? row_state[i] : 0;
+        const bool take = (st == 3);
+        if (st == 1) row_state[i] = 2;
+        if (take) row_state[i] = 1;
+        // warp-aggregated append
+        const unsigned mask = __ballot_sync(0xffffffffu, take);
+        int base = 0;
+        if ((threadIdx.x & 31) == 0 && mask) base = atomicAdd(&count, __popc(mask));
+        base = __shfl_sync(0xffffffffu, base, 0);
+        if (take) frontier[base + __popc(mask & ((1u << (threadIdx.x & 31)) - 1u))] = i;
+    }
+    __syncthreads();
+    if (threadIdx.x == 0) status[ST_FRONTIER] = count;
+}
+
+// Alg. 5 + Alg. 6 fused: one thread per column; every reached free column walks back to its root,
+// claims the root atomically, and the winner flips its path (trees are vertex-disjoint, Prop. 1, so
+// the flipped paths are too, Prop. 2).
+extern "C" __global__ void tree_augment(int m, const int* __restrict__ col_vis, const int* __restrict__ Pr,
+                                        const int* __restrict__ Pc, int* claim, int* col4row, int* row4col,
+                                        long long* status) {
+    const int j = blockIdx.x * blockDim.x + threadIdx.x;
+    if (j >= m || !col_vis[j] || row4col[j] != -1) return;
+    int i = Pc[j];
+    int guard = 0;
+    while (Pr[i] != -1 && guard++ < m) i = Pc[Pr[i]];
+    if (atomicCAS(&claim[i], 0, 1) != 0) return;
+    int col = j;
+    int row = Pc[col];
+    for (int g = 0; g <= m; ++g) {
+        const int next = Pr[row];
+        col4row[row] = col;
+        row4col[col] = row;
+        if (next == -1) break;
+        col = next;
+        row = Pc[col];
+    }
+    atomicAdd((unsigned long long*)&status[ST_AUGMENTED], 1ull);
+}
+
+// Alg. 9: theta = min slack over unvisited columns (an O(m) reduction, one block), then rows in the
+// forest get u += theta and visited columns v -= theta (the paper's +-theta/2 form shifted by a
+// constant), unvisited slacks drop by theta, and columns whose slack reaches zero join the forest.
+// The frontier (empty on entry) is rebuilt from their rows.
+extern "C" __global__ void tree_dual_update(int n, int m, double eps, double* __restrict__ u, double* __restrict__ v,
+                                            int* __restrict__ row_state, const int* __restrict__ row4col,
+                                            int* __restrict__ Pr, const int* __restrict__ Pc, int* __restrict__ col_vis,
+                                            double* __restrict__ slack, int* __restrict__ frontier, long long* status) {
+    __shared__ int count;
+    __shared__ int nrev;
+    double local = INF_D;
+    for (int j = threadIdx.x; j < m; j += blockDim.x)
+        if (!col_vis[j]) local = fmin(local, slack[j]);
+    const double theta = block_min(local);
+    if (theta == INF_D) {
+        if (threadIdx.x == 0) {
+            status[ST_ERROR] = 1;
+            status[ST_FRONTIER] = 0;
+        }
+        return;
+    }
+    if (threadIdx.x == 0) {
+        count = 0;
+        nrev = 0;
+    }
+    __syncthreads();
+    for (int i = threadIdx.x; i < n; i += blockDim.x)
+        if (row_state[i] == 2) u[i] += theta;
+    for (int j0 = 0; j0 < m; j0 += blockDim.x) {
+        const int j = j0 + threadIdx.x;
+        int r = -2;
+        if (j < m) {
+            if (col_vis[j]) {
+                v[j] -= theta;
+            } else {
+                const double s = slack[j] - theta;
+                slack[j] = s;
+                if (s <= eps) {
+                    col_vis[j] = 1;
+                    r = row4col[j];
+                    if (r == -1) atomicAdd(&nrev, 1);
+                }
+            }
+        }
+        const bool take = r >= 0;
+        if (take) {
+            Pr[r] = j;
+            row_state[r] = 1;
+        }
+        const unsigned mask = __ballot_sync(0xffffffffu, take);
+        int base = 0;
+        if ((threadIdx.x & 31) == 0 && mask) base = atomicAdd(&count, __popc(mask));
+        base = __shfl_sync(0xffffffffu, base, 0);
+        if (take) frontier[base + __popc(mask & ((1u << (threadIdx.x & 31)) - 1u))] = r;
+    }
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        status[ST_FRONTIER] = count;
+        status[ST_REVERSE] += nrev;
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Step 5: single-block alternating-tree growth in Dijkstra order for the remaining free rows.
+// Thread t owns columns t, t + T, t + 2T, ... (K of them); their tentative distances d (the slack of
+// Alg. 4 measured from the root, i.e. with Alg. 9's theta updates applied lazily) live in registers,
+// the column duals in shared memory when they fit. One step = scan the newly reached row (Alg. 4 with a
+// frontier of one row), a block arg-min (theta of Alg. 9), and the column that becomes tight joins the
+// tree; an unassigned one ends the search (reverse pass + augmentation of Alg. 5/6 by thread 0).
+// The dual update at the end is the accumulated Alg. 9 update: u[i] += minVal - d[col4row[i]],
+// v[j] -= minVal - d[j] for the tree's columns (Crouse 2016 / scipy's rectangular_lsap).
+// Ties prefer an unassigned column (ends the search early on integer costs), then the lower index.
+// ---------------------------------------------------------------------------------------------
+
+struct Cand {
+    double d;
+    int key;  // (taken << 31) | j  ->  smaller is better: free first, then lower index
+};
+
+__device__ __forceinline__ bool better(double d1, int k1, double d2, int k2) {
+    return d1 < d2 || (d1 == d2 && k1 < k2);
+}
+
+template <int K>
+__device__ void sap_body(const double* __restrict__ c, int n, int m, const int* __restrict__ free_rows, int n_free,
+                         double* __restrict__ u, double* v_g, int* col4row, int* row4col, int* pred,
+                         long long max_steps, int use_shared, long long* status) {
+    extern __shared__ double v_s[];
+    __shared__ double red_d[32];
+    __shared__ int red_k[32];
+    __shared__ double s_min;
+    __shared__ int s_j;
+    __shared__ int s_row;
+    const int T = blockDim.x;
+    const int tid = threadIdx.x;
+    const int lane = tid & 31, warp = tid >> 5, nw = T >> 5;
+    double* v = use_shared ? v_s : v_g;
+    if (use_shared)
+        for (int j = tid; j < m; j += T) v_s[j] = v_g[j];
+    // taken bit per owned column (column assigned); columns never become free again here.
+    unsigned long long taken = 0ull;
+#pragma unroll
+    for (int k = 0; k < K; ++k) {
+        const int j = tid + k * T;
+        if (j < m && row4col[j] != -1) taken |= (1ull << k);
+    }
+    __syncthreads();
+    long long steps = 0;
+    double d[K];
+    for (int f = 0; f < n_free; ++f) {
+        const int cur = free_rows[f];
+        unsigned long long done = 0ull;
+#pragma unroll
+        for (int k = 0; k < K; ++k) d[k] = INF_D;
+        double minVal = 0.0;
+        int i = cur;
+        int sink = -1;
+        while (true) {
+            const double ui = u[i];
+            const double* row = c + (long long)i * m;
+            double best = INF_D;
+            int bkey = 0x7fffffff;
+#pragma unroll
+            for (int k = 0; k < K; ++k) {
+                const int j = tid + k * T;
+                if (j < m && !((done >> k) & 1ull)) {
+                    const double r = minVal + __ldcs(row + j) - ui - v[j];
+                    if (r < d[k]) {
+                        d[k] = r;
+                        pred[j] = i;
+                    }
+                    const int key = (((taken >> k) & 1ull) ? (1 << 30) : 0) | j;
+                    if (better(d[k], key, best, bkey)) {
+                        best = d[k];
+                        bkey = key;
+                    }
+                }
+            }
+            // block arg-min
+#pragma unroll
+            for (int o = 16; o > 0; o >>= 1) {
+                const double od = __shfl_xor_sync(0xffffffffu, best, o);
+                const int ok = __shfl_xor_sync(0xffffffffu, bkey, o);
+                if (better(od, ok, best, bkey)) {
+                    best = od;
+                    bkey = ok;
+                }
+            }
+            if (lane == 0) {
+                red_d[warp] = best;
+                red_k[warp] = bkey;
+            }
+            __syncthreads();
+            if (warp == 0) {
+                best = lane < nw ? red_d[lane] : INF_D;
+                bkey = lane < nw ? red_k[lane] : 0x7fffffff;
+#pragma unroll
+                for (int o = 16; o > 0; o >>= 1) {
+                    const double od = __shfl_xor_sync(0xffffffffu, best, o);
+                    const int ok = __shfl_xor_sync(0xffffffffu, bkey, o);
+                    if (better(od, ok, best, bkey)) {
+                        best = od;
+                        bkey = ok;
+                    }
+                }
+                if (lane == 0) {
+                    const int jm = bkey & ((1 << 30) - 1);
+                    s_min = best;
+                    s_j = jm;
+                    s_row = (best == INF_D) ? -1 : row4col[jm];
+                }
+            }
+            __syncthreads();
+            minVal = s_min;
+            const int jmin = s_j;
+            const int nxt = s_row;
+            if (minVal == INF_D) {  // cannot happen with finite costs
+                if (tid == 0) status[ST_ERROR] = 1;
+                return;
+            }
+            if (jmin % T == tid) done |= (1ull << (jmin / T));
+            ++steps;
+            if (nxt == -1) {
+                sink = jmin;
+                break;
+            }
+            if (steps > max_steps) {
+                if (tid == 0) status[ST_ERROR] = 2;
+                return;
+            }
+            i = nxt;
+        }
+        // dual update (before the augmentation changes row4col)
+        if (tid == 0) u[cur] += minVal;
+#pragma unroll
+        for (int k = 0; k < K; ++k) {
+            const int j = tid + k * T;
+            if (j < m && ((done >> k) & 1ull) && j != sink) {
+                const double delta = minVal - d[k];
+                v[j] -= delta;
+                u[row4col[j]] += delta;
+            }
+        }
+        if (sink % T == tid) taken |= (1ull << (sink / T));
+        __syncthreads();
+        // reverse pass + augmentation along pred (thread 0; the path is short compared to the search)
+        if (tid == 0) {
+            int j = sink;
+            for (int g = 0; g <= n; ++g) {
+                const int r = pred[j];
+                row4col[j] = r;
+                const int old = col4row[r];
+                col4row[r] = j;
+                if (r == cur) break;
+                j = old;
+            }
+        }
+        __syncthreads();
+    }
+    if (use_shared)
+        for (int j = tid; j < m; j += T) v_g[j] = v_s[j];
+    if (tid == 0) status[ST_STEPS] = steps;
+}
+
+#define SAP_INSTANCE(K)                                                                                          \
+    extern "C" __global__ void __launch_bounds__(1024, 1)                                                        \
+        tree_sap_K##K(const double* __restrict__ c, int n, int m, const int* __restrict__ free_rows, int n_free, \
+                      double* __restrict__ u, double* v, int* col4row, int* row4col, int* pred,                  \
+                      long long max_steps, int use_shared, long long* status) {                                 \
+        sap_body<K>(c, n, m, free_rows, n_free, u, v, col4row, row4col, pred, max_steps, use_shared, status);    \
+    }
+
+SAP_INSTANCE(1)
+SAP_INSTANCE(2)
+SAP_INSTANCE(4)
+SAP_INSTANCE(8)
+SAP_INSTANCE(12)
+SAP_INSTANCE(16)
+SAP_INSTANCE(20)
+SAP_INSTANCE(24)
+SAP_INSTANCE(32)
+SAP_INSTANCE(48)
+SAP_INSTANCE(64)

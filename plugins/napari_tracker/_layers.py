@@ -1,0 +1,220 @@
+"""Tables <-> napari layer data (Tracks, Points, Image), shared by the reader, writer, sample data and widget.
+
+Positions are in micrometres with unit layer scale, so they align with an
+Image layer whose scale is ``(1, dz, dy, dx)``. Only :func:`colormaps` imports
+napari (lazily); everything else is numpy.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+
+from ._edits import OUTPUT_COLUMNS, TrackEdits, squared_links
+
+KIND_KEY = "tracker_kind"
+"""Layer metadata key: ``"tracks"``, ``"ground_truth"``, ``"detections"``, ``"stack"``."""
+
+COLOUR_BY = {
+    # label shown to the user: (feature the Tracks layer colours by, colormap name)
+    "track": ("colour_track", "tracker_track"),
+    "link cost": ("colour_cost", "tracker_cost"),
+    "ground truth": ("colour_truth", "tracker_truth"),
+}
+TRACK_FEATURES = ("intensity", "quality", "link_cost", "link_confidence", "track_length", "mean_speed")
+POINT_SIZE_UM = 0.6
+
+
+def colormaps() -> dict[str, Any]:
+    """napari colormaps for the colour features, keyed by feature name (values are pre-scaled to 0..1)."""
+    from napari.utils.colormaps import Colormap, ensure_colormap
+
+    turbo = ensure_colormap("turbo")
+    return {
+        "colour_track": Colormap(turbo.colors, controls=turbo.controls, name="tracker_track"),
+        # low cost blue, median yellow, high red
+        "colour_cost": Colormap(["#4575b4", "#91bfdb", "#ffffbf", "#fc8d59", "#d73027"], name="tracker_cost"),
+        # 0 no link (grey), 0.5 wrong link (red), 1 correct link (green)
+        "colour_truth": Colormap(["#808080", "#ff2020", "#30ff30"], controls=[0, 1 / 3, 2 / 3, 1],
+                                 interpolation="zero", name="tracker_truth"),
+    }
+
+
+def track_colour_values(track_id: np.ndarray) -> np.ndarray:
+    """A value in [0, 1) per track id that differs strongly between consecutive ids (golden-ratio hash)."""
+    return np.mod(np.asarray(track_id, dtype=np.float64) * 0.6180339887498949 + 0.1, 1.0) * 0.9 + 0.05
+
+
+def _starts_take_next(values: np.ndarray, track_id: np.ndarray) -> np.ndarray:
+    """A track's first point (no link into it) takes the value of its first link, so segments are uniform."""
+    values = values.copy()
+    if len(values) > 1:
+        first = np.flatnonzero(np.r_[True, track_id[1:] != track_id[:-1]])
+        first = first[first + 1 < len(values)]
+        first = first[track_id[first + 1] == track_id[first]]
+        values[first] = values[first + 1]
+    return values
+
+
+def cost_colour_values(link_cost: np.ndarray, track_id: np.ndarray) -> np.ndarray:
+    """Link cost scaled to [0, 1] by its 95th percentile (rows sorted by track, frame)."""
+    cost = np.asarray(link_cost, dtype=np.float64)
+    finite = np.isfinite(cost)
+    if not finite.any():
+        return np.zeros(len(cost))
+    scale = max(float(np.percentile(cost[finite], 95)), 1e-12)
+    values = np.clip(np.where(finite, cost, 0.0) / scale, 0.0, 1.0)
+    return _starts_take_next(values, np.asarray(track_id))
+
+
+def truth_colour_values(correct: np.ndarray | None, track_id: np.ndarray) -> np.ndarray:
+    """``link_correctness`` (-1 no link, 0 wrong, 1 correct) mapped to 0, 0.5, 1 (rows sorted by track, frame)."""
+    if correct is None:
+        return np.zeros(len(track_id))
+    return _starts_take_next((np.asarray(correct, dtype=np.float64) + 1.0) / 2.0, np.asarray(track_id))
+
+
+def tracks_layer_data(
+    edits: TrackEdits, correct: np.ndarray | None = None
+) -> tuple[np.ndarray, dict[str, np.ndarray], dict[int, list[int]]]:
+    """``(data, features, graph)`` for a napari Tracks layer, rows in :meth:`TrackEdits.rows` order.
+
+    ``data`` columns are ``track_id, t, z, y, x`` (µm). ``features`` hold the
+    table's per-point columns (intensity, quality, link_cost, ...), per-track
+    ``track_length`` (points) and ``mean_speed`` (µm/frame), ``gt_link``
+    (-1/0/1) when ``correct`` (per live point, display order) is given, and
+    the ``colour_*`` values the colour modes use. ``graph`` comes from a
+    ``parent_track_id`` column, when there is one.
+    """
+    table = edits.table()
+    data = np.column_stack([table["track_id"], table["frame"], table["z"], table["y"], table["x"]]).astype(
+        np.float64
+    ).reshape(-1, 5)
+    features: dict[str, np.ndarray] = {}
+    for name, column in table.items():
+        if name in ("track_id", "frame", "z", "y", "x", "parent_track_id") or column.dtype.kind not in "biuf":
+            continue
+        features[name] = column
+    features["track_length"] = edits.per_point("length")
+    features["mean_speed"] = edits.per_point("mean_speed")
+    if correct is not None:
+        features["gt_link"] = np.asarray(correct, dtype=np.int8)
+    features["colour_track"] = track_colour_values(table["track_id"])
+    features["colour_cost"] = cost_colour_values(table["link_cost"], table["track_id"])
+    features["colour_truth"] = truth_colour_values(correct, table["track_id"])
+    graph: dict[int, list[int]] = {}
+    if "parent_track_id" in table:
+        ids = set(table["track_id"].tolist())
+        for child, parent in zip(table["track_id"].tolist(), table["parent_track_id"].tolist()):
+            if parent >= 0 and parent in ids and parent != child:
+                graph.setdefault(int(child), [])
+                if int(parent) not in graph[int(child)]:
+                    graph[int(child)].append(int(parent))
+    return data, features, graph
+
+
+def table_from_tracks_layer(
+    data: np.ndarray,
+    features: Any = None,
+    scale: Any = None,
+    translate: Any = None,
+) -> dict[str, np.ndarray]:
+    """A tracks table (µm) from Tracks layer data and features.
+
+    Spatial positions are world coordinates (``data * scale + translate``);
+    the frame is the data's time index. Feature columns named like table
+    columns (intensity, quality, link_cost, link_confidence, visible,
+    parent_track_id) are kept; ``link_cost`` is computed as squared
+    displacement when absent.
+    """
+    data = np.asarray(data, dtype=np.float64)
+    if data.ndim != 2 or data.shape[1] not in (4, 5):
+        raise ValueError(f"expected Tracks data of shape (N, 5) (track_id, t, z, y, x), got {data.shape}")
+    if data.shape[1] == 4:  # 2D + t tracks: z = 0
+        data = np.column_stack([data[:, :2], np.zeros(len(data)), data[:, 2:]])
+    xyz = data[:, 2:5].copy()
+    if scale is not None:
+        scale = np.asarray(scale, dtype=np.float64)
+        xyz *= scale[-3:] if len(scale) >= 3 else 1.0
+    if translate is not None:
+        translate = np.asarray(translate, dtype=np.float64)
+        xyz += translate[-3:] if len(translate) >= 3 else 0.0
+    table = {
+        "track_id": np.round(data[:, 0]).astype(np.int64),
+        "frame": np.round(data[:, 1]).astype(np.int64),
+        "z": xyz[:, 0],
+        "y": xyz[:, 1],
+        "x": xyz[:, 2],
+    }
+    columns = _feature_columns(features, len(data))
+    for name in OUTPUT_COLUMNS[5:] + ("visible", "parent_track_id"):
+        if name in columns:
+            table[name] = columns[name]
+    if "visible" in table:
+        table["visible"] = table["visible"].astype(bool)
+    if "parent_track_id" in table:
+        table["parent_track_id"] = table["parent_track_id"].astype(np.int64)
+    if "link_cost" not in table:
+        table["link_cost"] = squared_links(table)
+    return table
+
+
+def _feature_columns(features: Any, n: int) -> dict[str, np.ndarray]:
+    if features is None:
+        return {}
+    if hasattr(features, "columns"):  # a pandas DataFrame
+        return {str(c): np.asarray(features[c]) for c in features.columns if len(features[c]) == n}
+    return {str(k): np.asarray(v) for k, v in dict(features).items() if len(np.asarray(v)) == n}
+
+
+def output_table(table: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """The columns ``track run`` writes (plus ``visible``/``parent_track_id`` if present), sorted by frame, track."""
+    n = len(table["track_id"])
+    out: dict[str, np.ndarray] = {}
+    for name in OUTPUT_COLUMNS:
+        if name in table:
+            out[name] = np.asarray(table[name])
+        elif name in ("intensity", "quality", "link_confidence"):
+            out[name] = np.full(n, np.nan)
+    for name in ("visible", "parent_track_id"):
+        if name in table:
+            out[name] = np.asarray(table[name])
+    order = np.lexsort((out["track_id"], out["frame"]))
+    return {name: column[order] for name, column in out.items()}
+
+
+def points_layer_data(table: Mapping[str, np.ndarray]) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+    """``(data, features)`` of a detections table for a Points layer: data ``t, z, y, x`` (µm)."""
+    data = np.column_stack([table["frame"], table["z"], table["y"], table["x"]]).astype(np.float64).reshape(-1, 4)
+    features = {name: np.asarray(column) for name, column in table.items()
+                if name not in ("frame", "z", "y", "x") and np.asarray(column).dtype.kind in "biuf"}
+    return data, features
+
+
+def tracks_layer_kwargs(name: str, features: dict[str, np.ndarray], graph: dict, kind: str = "tracks",
+                        colour_by: str = "track", **metadata: Any) -> dict[str, Any]:
+    """Keyword arguments for ``viewer.add_tracks`` / a layer-data tuple."""
+    feature, _ = COLOUR_BY[colour_by]
+    return {
+        "name": name,
+        "features": features,
+        "graph": graph,
+        "color_by": feature,
+        "colormaps_dict": colormaps(),
+        "tail_width": 3,
+        "tail_length": 10,
+        "blending": "translucent",
+        "metadata": {KIND_KEY: kind, **metadata},
+    }
+
+
+def ground_truth_layer_data(table: Mapping[str, np.ndarray], name: str) -> tuple:
+    """A layer-data tuple for a ground-truth table (``track_id, frame, z, y, x, visible``)."""
+    edits = TrackEdits(table)
+    data, features, graph = tracks_layer_data(edits)
+    kwargs = tracks_layer_kwargs(name, features, graph, kind="ground_truth")
+    kwargs["tail_width"] = 2
+    kwargs["opacity"] = 0.6
+    return data, kwargs, "tracks"

@@ -1,0 +1,142 @@
+"""Reader contribution: TIFF stacks -> Image (scale from the voxel size); tracks CSV -> Tracks; detections CSV -> Points."""
+
+from __future__ import annotations
+
+import csv
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ._layers import KIND_KEY, POINT_SIZE_UM, ground_truth_layer_data, points_layer_data, tracks_layer_data, \
+    tracks_layer_kwargs
+
+TIFF_SUFFIXES = (".tif", ".tiff")
+LayerData = list[tuple[Any, dict[str, Any], str]]
+
+
+def napari_get_reader(path: str | list[str]) -> Callable[[str | list[str]], LayerData] | None:
+    """Return :func:`read` if every path is a TIFF or a CSV this plugin understands, else ``None``."""
+    paths = [path] if isinstance(path, (str, Path)) else list(path)
+    if not paths or not all(_kind(Path(p)) for p in paths):
+        return None
+    return read
+
+
+def read(path: str | list[str]) -> LayerData:
+    """Layer-data tuples for each path."""
+    paths = [path] if isinstance(path, (str, Path)) else list(path)
+    layers: LayerData = []
+    for p in paths:
+        p = Path(p)
+        kind = _kind(p)
+        if kind == "stack":
+            layers.append(stack_layer_data(p))
+        elif kind in ("tracks", "ground_truth"):
+            layers.append(tracks_file_layer_data(p, kind))
+        elif kind == "detections":
+            layers.append(detections_file_layer_data(p))
+    return layers
+
+
+def _kind(path: Path) -> str | None:
+    suffix = path.suffix.lower()
+    if suffix in TIFF_SUFFIXES:
+        return "stack"
+    if suffix != ".csv" or not path.is_file():
+        return None
+    try:
+        with open(path, newline="") as handle:
+            header = {h.strip() for h in next(csv.reader(handle), [])}
+    except (OSError, UnicodeDecodeError, csv.Error):
+        return None
+    if not {"frame", "z", "y", "x"} <= header:
+        return None
+    if "track_id" in header:
+        return "ground_truth" if "visible" in header and "link_cost" not in header else "tracks"
+    return "detections"
+
+
+class FrameArray:
+    """A read-only ``(T, Z, Y, X)`` array-like over :meth:`tracker.io.Stack.frame` (compressed TIFFs)."""
+
+    def __init__(self, stack):
+        self._stack = stack
+        self.shape = stack.shape
+        self.dtype = np.dtype(stack.data.dtype)
+        self.ndim = 4
+        self.size = int(np.prod(self.shape))
+
+    def __len__(self) -> int:
+        return self.shape[0]
+
+    def __getitem__(self, key):
+        key = key if isinstance(key, tuple) else (key,)
+        first, rest = key[0], key[1:]
+        if isinstance(first, (int, np.integer)):
+            return self._stack.frame(int(first))[rest] if rest else self._stack.frame(int(first))
+        frames = range(*first.indices(self.shape[0])) if isinstance(first, slice) else np.asarray(first).tolist()
+        block = np.stack([self._stack.frame(t) for t in frames]) if len(frames) else \
+            np.empty((0, *self.shape[1:]), self.dtype)
+        return block[(slice(None), *rest)] if rest else block
+
+    def __array__(self, dtype=None, copy=None):
+        array = self[:]
+        return array.astype(dtype) if dtype is not None else array
+
+
+def stack_layer_data(path: Path, voxel_size=None) -> tuple[Any, dict[str, Any], str]:
+    """An Image layer tuple for a TIFF stack; scale ``(1, dz, dy, dx)`` puts the world in µm."""
+    from tracker.io import read_stack
+
+    stack = read_stack(path, voxel_size)
+    data = stack.data if stack._read_frame is None else FrameArray(stack)
+    kwargs = {
+        "name": path.stem,
+        "scale": (1.0, *stack.voxel_size),
+        "colormap": "gray",
+        "metadata": {KIND_KEY: "stack", "path": str(path), "voxel_size": tuple(stack.voxel_size),
+                     "notes": list(stack.notes)},
+    }
+    return data, kwargs, "image"
+
+
+def tracks_file_layer_data(path: Path, kind: str = "tracks") -> tuple[Any, dict[str, Any], str]:
+    from tracker.io import read_table
+
+    from ._edits import TrackEdits
+
+    table = read_table(path, required=("track_id", "frame", "z", "y", "x"))
+    if kind == "ground_truth":
+        data, kwargs, layer_type = ground_truth_layer_data(table, f"{path.stem}")
+        kwargs["metadata"]["path"] = str(path)
+        return data, kwargs, layer_type
+    edits = TrackEdits(table)
+    data, features, graph = tracks_layer_data(edits)
+    return data, tracks_layer_kwargs(path.stem, features, graph, kind="tracks", path=str(path)), "tracks"
+
+
+def detections_file_layer_data(path: Path) -> tuple[Any, dict[str, Any], str]:
+    from tracker.io import read_table
+
+    table = read_table(path, required=("frame", "z", "y", "x"))
+    data, features = points_layer_data(table)
+    kwargs = detections_kwargs(path.stem, features)
+    kwargs["metadata"]["path"] = str(path)
+    return data, kwargs, "points"
+
+
+def detections_kwargs(name: str, features: dict[str, np.ndarray]) -> dict[str, Any]:
+    return {
+        "name": name,
+        "features": features,
+        "size": POINT_SIZE_UM,
+        "symbol": "ring",
+        "face_color": "transparent",
+        "border_color": "#00e5ff",
+        "border_width": 0.12,
+        "blending": "translucent_no_depth",
+        "opacity": 0.8,
+        "metadata": {KIND_KEY: "detections"},
+    }

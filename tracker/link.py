@@ -120,6 +120,13 @@ def link_detections(
         if progress is not None:
             progress("link", k + 1, n_pairs)
 
+    if n_pairs >= 2 and state.predicts() and frame_values[2] == frame_values[0] + 2:
+        # The first pair was linked before any velocity was known: link it
+        # again backwards, predicting each point of the second frame back
+        # from the displacement that follows it (time-reversed persistence).
+        state.relink_backwards(positions, np.arange(bounds[0], bounds[1]), np.arange(bounds[1], bounds[2]),
+                               no_link_factor, solver)
+
     if max_gap > 0:
         close_gaps(
             positions, frames, state.predecessor, state.link_cost, state.confidence,
@@ -201,9 +208,11 @@ class _LinkState:
         has_v = self.has_velocity[a]
         p = model.current_persistence() if self.predicts(model) else 0.0
         predicted = predict_positions(positions[a], self.velocity[a], has_v, p)
-        variance = self.class_variance(has_v, model) * self.scale(a)
+        # Costs use the class's scatter (the population's, with or without a
+        # velocity); the search radius also follows each track's own scatter.
+        variance = self.class_variance(has_v, model)
         if self.adaptive_radius:
-            radius = np.minimum(DEFAULT_GATE_SIGMAS * np.sqrt(variance), self.gate)
+            radius = np.minimum(DEFAULT_GATE_SIGMAS * np.sqrt(variance * self.scale(a)), self.gate)
         else:
             radius = self.gate
         rows, cols, distance_sq = gated_links_per_source(predicted, positions[b], radius)
@@ -226,6 +235,38 @@ class _LinkState:
         )
         index = np.searchsorted(rows * len(b) + cols, chosen_rows * len(b) + chosen_cols)
         return chosen_rows, chosen_cols, distance_sq[index], variance[chosen_rows], confidence
+
+    def relink_backwards(self, positions, a, b, no_link_factor, solver):
+        """Link frame ``b``'s points back to frame ``a``'s, predicted from their next displacements."""
+        successor = np.full(len(self.predecessor), -1, dtype=np.int64)
+        linked = self.predecessor >= 0
+        successor[self.predecessor[linked]] = np.flatnonzero(linked)
+        has_next = successor[b] >= 0
+        next_step = np.where(has_next[:, None], positions[np.maximum(successor[b], 0)] - positions[b], 0.0)
+        p = self.model.current_persistence()
+        predicted = predict_positions(positions[b], -next_step, has_next, p)
+        variance = self.class_variance(has_next)
+        radius = np.minimum(DEFAULT_GATE_SIGMAS * np.sqrt(variance), self.gate) if self.adaptive_radius else self.gate
+        rows, cols, distance_sq = gated_links_per_source(predicted, positions[a], radius)
+        self.predecessor[b] = -1
+        self.link_cost[b] = np.nan
+        self.confidence[b] = np.nan
+        if rows.size == 0:
+            return
+        cost = distance_sq / variance[rows]
+        alternative = no_link_factor * DEFAULT_GATE_SIGMAS**2
+        chosen_rows, chosen_cols = lap.solve_gated(rows, cols, cost, (len(b), len(a)), alternative, solver=solver)
+        index = np.searchsorted(rows * len(a) + cols, chosen_rows * len(a) + chosen_cols)
+        src, dst = a[chosen_cols], b[chosen_rows]
+        self.predecessor[dst] = src
+        self.link_cost[dst] = distance_sq[index]
+        self.confidence[dst] = link_confidence(
+            rows, cols, cost, np.full(len(b), alternative), np.full(len(a), alternative), chosen_rows, chosen_cols
+        )
+        self.velocity[b] = 0.0
+        self.has_velocity[b] = False
+        self.velocity[dst] = positions[dst] - positions[src]
+        self.has_velocity[dst] = True
 
     def _update_model(self, model, positions, a, b, rows, cols):
         src, dst = a[rows], b[cols]

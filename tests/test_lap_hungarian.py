@@ -115,8 +115,9 @@ def test_is_integral_and_tolerance():
     assert _gpu_common.is_integral(np.array([[1.0, 2.0], [np.inf, -3.0]]))
     assert not _gpu_common.is_integral(np.array([[1.5, 2.0]]))
     assert not _gpu_common.is_integral(np.array([[2.0**60]]))
-    assert _gpu_common.zero_tolerance(10.0, True) == 0.5
-    assert 0 < _gpu_common.zero_tolerance(10.0, False) < 1e-10
+    assert _gpu_common.zero_tolerance(True) == (0.5, 0.0)
+    eps_abs, eps_rel = _gpu_common.zero_tolerance(False)
+    assert eps_abs == 0.0 and 0 < eps_rel < 1e-10
 
 
 def test_pad_square():

@@ -10,7 +10,7 @@ What is here
   ``(n, m)`` float64 matrix, ``n <= m``, entries finite or ``+inf``) into a
   :class:`DenseProblem`: a finite matrix (``+inf`` replaced by a big-M, see
   :func:`big_m`), whether all entries are integers (:func:`is_integral`), the
-  zero-slack tolerance (:func:`zero_tolerance`) and a quick infeasibility
+  zero-slack tolerance (:func:`zero_tolerance`, absolute + relative) and a quick infeasibility
   verdict (a row or column with no finite entry).
 * :func:`big_m` — a penalty so large that any assignment using a forbidden
   entry costs more than every assignment that uses none.
@@ -78,18 +78,25 @@ def big_m(lo: float, hi: float, n: int, integral: bool) -> float:
     return float(np.ceil(m_value)) if integral else float(m_value)
 
 
-def zero_tolerance(scale: float, integral: bool) -> float:
-    """Slack at or below which an edge counts as tight ("zero") in the Hungarian solvers.
+EPS_REL_FLOAT = 2.0**-40
+
+
+def zero_tolerance(integral: bool) -> tuple[float, float]:
+    """``(eps_abs, eps_rel)``: an edge is tight ("zero slack") when
+    ``C[i,j] - u[i] - v[j] <= eps_abs + eps_rel * max(|C[i,j]|, |u[i]|, |v[j]|)``.
 
     Integer costs keep every dual an integer, so any slack below 1 is zero:
-    ``0.5``. Float costs: ``scale * 2**-40`` (about 1e-12 relative), far
-    above the rounding of ``C - u - v`` in float64 (a few ulps of ``scale``)
-    yet far below any meaningful cost difference; the objective can be off by
-    at most ``n`` times this, and only when two assignments differ by less.
+    ``(0.5, 0)``, exact. Float costs: ``(0, 2**-40)``: the rounding error of
+    ``C - u - v`` is a few ulps of its largest term, so the test is relative
+    to that term (a global scale would wrongly call small entries zero when
+    the costs span many orders of magnitude); 2**-40 (about 1e-12) leaves
+    room for dual drift over many updates. An edge treated as tight is off by
+    at most that, so the objective is exact to about 1e-12 of the sum of the
+    magnitudes involved.
     """
     if integral:
-        return 0.5
-    return max(float(scale), 1e-300) * 2.0**-40
+        return 0.5, 0.0
+    return 0.0, EPS_REL_FLOAT
 
 
 @dataclass
@@ -98,7 +105,8 @@ class DenseProblem:
     n: int
     m: int
     integral: bool
-    eps: float
+    eps: float  # absolute part of the zero-slack tolerance
+    eps_rel: float  # relative part (see zero_tolerance)
     scale: float  # max |finite entry| (or 1)
     forbidden: bool  # some entry was +inf (replaced by big_m)
     big_m: float | None
@@ -115,17 +123,17 @@ def prepare_dense(cost: Any) -> DenseProblem:
     if all_finite:
         lo, hi = float(cost.min()), float(cost.max())
         scale = max(abs(lo), abs(hi), 1e-300)
-        return DenseProblem(cost, n, m, integral, zero_tolerance(scale, integral), scale, False, None, False)
+        return DenseProblem(cost, n, m, integral, *zero_tolerance(integral), scale, False, None, False)
     row_ok = bool(finite.any(axis=1).all())
     col_ok = bool(finite.any(axis=0).all()) if n == m else True
     if not (row_ok and col_ok) or not bool(finite.any()):
-        return DenseProblem(cost, n, m, integral, 0.5, 1.0, True, None, True)
+        return DenseProblem(cost, n, m, integral, 0.5, 0.0, 1.0, True, None, True)
     vals = cost[finite]
     lo, hi = float(vals.min()), float(vals.max())
     scale = max(abs(lo), abs(hi), 1e-300)
     mval = big_m(lo, hi, n, integral)
     filled = xp.where(finite, cost, mval)
-    return DenseProblem(xp.ascontiguousarray(filled), n, m, integral, zero_tolerance(scale, integral), scale, True,
+    return DenseProblem(xp.ascontiguousarray(filled), n, m, integral, *zero_tolerance(integral), scale, True,
                         mval, False)
 
 

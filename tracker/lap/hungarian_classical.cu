@@ -25,6 +25,11 @@
 #define INF_D __longlong_as_double(0x7ff0000000000000LL)
 
 
+// "Zero" slack: slack <= eps_abs + eps_rel * max(|c|, |u|, |v|) (see hungarian_tree.cu).
+__device__ __forceinline__ bool is_tight(double s, double c, double u, double v, double eps_abs, double eps_rel) {
+    return s <= eps_abs + eps_rel * fmax(fabs(c), fmax(fabs(u), fabs(v)));
+}
+
 __device__ __forceinline__ double warp_min(double x) {
     for (int o = 16; o > 0; o >>= 1) x = fmin(x, __shfl_xor_sync(0xffffffffu, x, o));
     return x;
@@ -98,7 +103,7 @@ extern "C" __global__ void col_min_final(const double* __restrict__ partial, int
 // ---------------------------------------------------------------------------------------------
 extern "C" __global__ void greedy_assign(const double* __restrict__ c, const double* __restrict__ u,
                                          const double* __restrict__ v, int n, int m, double eps,
-                                         int* __restrict__ col4row, int* row4col) {
+                                         double eps_rel, int* __restrict__ col4row, int* row4col) {
     const int warp = (blockIdx.x * blockDim.x + threadIdx.x) >> 5;
     const int lane = threadIdx.x & 31;
     if (warp >= n) return;
@@ -109,7 +114,11 @@ extern "C" __global__ void greedy_assign(const double* __restrict__ c, const dou
     volatile int* r4c = row4col;
     for (int j0 = 0; j0 < m; j0 += 32) {
         const int j = j0 + lane;
-        const bool z = (j < m) && (row[j] - ui - v[j] <= eps) && (r4c[j] == -1);
+        bool z = false;
+        if (j < m) {
+            const double cij = row[j], vj = v[j];
+            z = is_tight(cij - ui - vj, cij, ui, vj, eps, eps_rel) && (r4c[j] == -1);
+        }
         unsigned mask = __ballot_sync(0xffffffffu, z);
         while (mask) {
             const int l = __ffs(mask) - 1;
@@ -137,7 +146,7 @@ extern "C" __global__ void greedy_assign(const double* __restrict__ c, const dou
 
 // Compression of the zero-slack edges: one warp per row, Z[i * m + k] = k-th zero column of row i.
 extern "C" __global__ void cl_compress(const double* __restrict__ c, const double* __restrict__ u,
-                                       const double* __restrict__ v, int n, int m, double eps,
+                                       const double* __restrict__ v, int n, int m, double eps, double eps_rel,
                                        int* __restrict__ Z, int* __restrict__ zcnt, long long* status) {
     __shared__ int block_total;
     if (threadIdx.x == 0) block_total = 0;
@@ -151,7 +160,11 @@ extern "C" __global__ void cl_compress(const double* __restrict__ c, const doubl
         int cnt = 0;
         for (int j0 = 0; j0 < m; j0 += 32) {
             const int j = j0 + lane;
-            const bool z = (j < m) && (row[j] - ui - v[j] <= eps);
+            bool z = false;
+            if (j < m) {
+                const double cij = row[j], vj = v[j];
+                z = is_tight(cij - ui - vj, cij, ui, vj, eps, eps_rel);
+            }
             const unsigned mask = __ballot_sync(0xffffffffu, z);
             if (z) zrow[cnt + __popc(mask & ((1u << lane) - 1u))] = j;
             cnt += __popc(mask);

@@ -59,7 +59,8 @@ def solve_dense(cost, *, stats: dict | None = None):
     n = m = c.shape[0]
     mod = _module()
     # Alg. 1 + greedy (same kernels as the tree variant, duplicated in this module's .cu)
-    u, v, col4row, row4col = hungarian_tree.initial_reduction(cp, mod, c, n, m, problem.eps, square=True)
+    u, v, col4row, row4col = hungarian_tree.initial_reduction(cp, mod, c, n, m, problem.eps, problem.eps_rel,
+                                                                square=True)
 
     i32 = cp.int32
     Z = cp.empty(n * m, dtype=i32)
@@ -76,11 +77,11 @@ def solve_dense(cost, *, stats: dict | None = None):
     k_search = mod.get_function("cl_search")
     k_min = mod.get_function("cl_min_partial")
     k_update = mod.get_function("cl_min_update")
-    ni, mi, e = np.int32(n), np.int32(m), np.float64(problem.eps)
+    ni, mi, e, er = np.int32(n), np.int32(m), np.float64(problem.eps), np.float64(problem.eps_rel)
     grid_rows = ((n * 32 + 255) // 256,)
 
     def compress():
-        k_compress(grid_rows, (256,), (c, u, v, ni, mi, e, Z, zcnt, status))
+        k_compress(grid_rows, (256,), (c, u, v, ni, mi, e, er, Z, zcnt, status))
 
     compress()
     max_iters = (n + 1) * (m + 1) + 16

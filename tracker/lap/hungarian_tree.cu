@@ -37,6 +37,13 @@
 #define ST_STEPS 4      // tree_sap: Dijkstra steps taken (profiling)
 #define ST_THETA_INF 5
 
+// "Zero" slack test: slack <= eps_abs + eps_rel * magnitude of the terms of C - u - v (their rounding
+// error is relative to the largest of them). Integer costs: eps_abs = 0.5, eps_rel = 0 (exact);
+// float costs: eps_abs = 0, eps_rel = 2^-40.
+__device__ __forceinline__ bool is_tight(double s, double c, double u, double v, double eps_abs, double eps_rel) {
+    return s <= eps_abs + eps_rel * fmax(fabs(c), fmax(fabs(u), fabs(v)));
+}
+
 __device__ __forceinline__ double warp_min(double x) {
     for (int o = 16; o > 0; o >>= 1) x = fmin(x, __shfl_xor_sync(0xffffffffu, x, o));
     return x;
@@ -110,7 +117,7 @@ extern "C" __global__ void col_min_final(const double* __restrict__ partial, int
 // ---------------------------------------------------------------------------------------------
 extern "C" __global__ void greedy_assign(const double* __restrict__ c, const double* __restrict__ u,
                                          const double* __restrict__ v, int n, int m, double eps,
-                                         int* __restrict__ col4row, int* row4col) {
+                                         double eps_rel, int* __restrict__ col4row, int* row4col) {
     const int warp = (blockIdx.x * blockDim.x + threadIdx.x) >> 5;
     const int lane = threadIdx.x & 31;
     if (warp >= n) return;
@@ -121,7 +128,11 @@ extern "C" __global__ void greedy_assign(const double* __restrict__ c, const dou
     volatile int* r4c = row4col;
     for (int j0 = 0; j0 < m; j0 += 32) {
         const int j = j0 + lane;
-        const bool z = (j < m) && (row[j] - ui - v[j] <= eps) && (r4c[j] == -1);
+        bool z = false;
+        if (j < m) {
+            const double cij = row[j], vj = v[j];
+            z = is_tight(cij - ui - vj, cij, ui, vj, eps, eps_rel) && (r4c[j] == -1);
+        }
         unsigned mask = __ballot_sync(0xffffffffu, z);
         while (mask) {
             const int l = __ffs(mask) - 1;
@@ -146,7 +157,7 @@ extern "C" __global__ void greedy_assign(const double* __restrict__ c, const dou
 extern "C" __global__ void tree_reset(int n, int m, const int* __restrict__ col4row, int* __restrict__ row_state,
                                       int* __restrict__ Pr, int* __restrict__ claim, int* __restrict__ Pc,
                                       int* __restrict__ col_vis, double* __restrict__ slack,
-                                      int* __restrict__ frontier, long long* status) {
+                                      double* __restrict__ mag, int* __restrict__ frontier, long long* status) {
     const int t = blockIdx.x * blockDim.x + threadIdx.x;
     if (t == 0) {
         status[ST_FRONTIER] = 0;
@@ -155,6 +166,7 @@ extern "C" __global__ void tree_reset(int n, int m, const int* __restrict__ col4
     }
     if (t < m) {
         slack[t] = INF_D;
+        mag[t] = 0.0;
         Pc[t] = -1;
         col_vis[t] = 0;
     }
@@ -169,37 +181,41 @@ extern "C" __global__ void tree_reset(int n, int m, const int* __restrict__ col4
 // and its row (Pc); a column whose slack reaches zero joins the tree ("visited"); its assigned row
 // becomes active for the next frontier, an unassigned one is a reverse-pass candidate.
 extern "C" __global__ void tree_expand(const double* __restrict__ c, const double* __restrict__ u,
-                                       const double* __restrict__ v, int n, int m, double eps,
+                                       const double* __restrict__ v, int n, int m, double eps, double eps_rel,
                                        const int* __restrict__ frontier, const long long* status_in,
                                        const int* __restrict__ row4col, int* __restrict__ row_state,
                                        int* __restrict__ Pr, int* __restrict__ Pc, int* __restrict__ col_vis,
-                                       double* __restrict__ slack, long long* status) {
+                                       double* __restrict__ slack, double* __restrict__ mag, long long* status) {
     const int j = blockIdx.x * blockDim.x + threadIdx.x;
     if (j >= m || col_vis[j]) return;
     const int nf = (int)status_in[ST_FRONTIER];
     const double vj = v[j];
     double s = slack[j];
     int p = Pc[j];
+    double mg = mag[j];
     int k = 0;
     for (; k + 4 <= nf; k += 4) {
         const int i0 = frontier[k], i1 = frontier[k + 1], i2 = frontier[k + 2], i3 = frontier[k + 3];
-        const double r0 = c[(long long)i0 * m + j] - u[i0] - vj;
-        const double r1 = c[(long long)i1 * m + j] - u[i1] - vj;
-        const double r2 = c[(long long)i2 * m + j] - u[i2] - vj;
-        const double r3 = c[(long long)i3 * m + j] - u[i3] - vj;
-        if (r0 < s) { s = r0; p = i0; }
-        if (r1 < s) { s = r1; p = i1; }
-        if (r2 < s) { s = r2; p = i2; }
-        if (r3 < s) { s = r3; p = i3; }
+        const double c0 = c[(long long)i0 * m + j], c1 = c[(long long)i1 * m + j];
+        const double c2 = c[(long long)i2 * m + j], c3 = c[(long long)i3 * m + j];
+        const double u0 = u[i0], u1 = u[i1], u2 = u[i2], u3 = u[i3];
+        const double r0 = c0 - u0 - vj, r1 = c1 - u1 - vj, r2 = c2 - u2 - vj, r3 = c3 - u3 - vj;
+        if (r0 < s) { s = r0; p = i0; mg = fmax(fabs(c0), fabs(u0)); }
+        if (r1 < s) { s = r1; p = i1; mg = fmax(fabs(c1), fabs(u1)); }
+        if (r2 < s) { s = r2; p = i2; mg = fmax(fabs(c2), fabs(u2)); }
+        if (r3 < s) { s = r3; p = i3; mg = fmax(fabs(c3), fabs(u3)); }
     }
     for (; k < nf; ++k) {
         const int i = frontier[k];
-        const double r = c[(long long)i * m + j] - u[i] - vj;
-        if (r < s) { s = r; p = i; }
+        const double ci = c[(long long)i * m + j], ui = u[i];
+        const double r = ci - ui - vj;
+        if (r < s) { s = r; p = i; mg = fmax(fabs(ci), fabs(ui)); }
     }
+    mg = fmax(mg, fabs(vj));
     slack[j] = s;
     Pc[j] = p;
-    if (s <= eps) {
+    mag[j] = mg;
+    if (s <= eps + eps_rel * mg) {
         col_vis[j] = 1;
         const int r = row4col[j];
         if (r == -1) {
@@ -264,7 +280,8 @@ extern "C" __global__ void tree_augment(int m, const int* __restrict__ col_vis, 
 // forest get u += theta and visited columns v -= theta (the paper's +-theta/2 form shifted by a
 // constant), unvisited slacks drop by theta, and columns whose slack reaches zero join the forest.
 // The frontier (empty on entry) is rebuilt from their rows.
-extern "C" __global__ void tree_dual_update(int n, int m, double eps, double* __restrict__ u, double* __restrict__ v,
+extern "C" __global__ void tree_dual_update(int n, int m, double eps, double eps_rel, const double* __restrict__ mag,
+                                            double* __restrict__ u, double* __restrict__ v,
                                             int* __restrict__ row_state, const int* __restrict__ row4col,
                                             int* __restrict__ Pr, const int* __restrict__ Pc, int* __restrict__ col_vis,
                                             double* __restrict__ slack, int* __restrict__ frontier, long long* status) {
@@ -297,7 +314,7 @@ extern "C" __global__ void tree_dual_update(int n, int m, double eps, double* __
             } else {
                 const double s = slack[j] - theta;
                 slack[j] = s;
-                if (s <= eps) {
+                if (s <= eps + eps_rel * fmax(mag[j], fabs(theta))) {
                     col_vis[j] = 1;
                     r = row4col[j];
                     if (r == -1) atomicAdd(&nrev, 1);
@@ -345,8 +362,10 @@ __device__ __forceinline__ bool better(double d1, int k1, double d2, int k2) {
 
 template <int K>
 __device__ void sap_body(const double* __restrict__ c, int n, int m, const int* __restrict__ free_rows, int n_free,
-                         double* __restrict__ u, double* v_g, int* col4row, int* row4col, int* pred,
+                         double* u_g, double* v_g, int* col4row, int* r4c_g, int* pred,
                          long long max_steps, int use_shared, long long* status) {
+    // dynamic shared memory: v (m doubles) if use_shared & 1; then u (n doubles) and row4col (m ints)
+    // if use_shared & 2 (all hot per-step state on chip: no dependent global load in a step but the row).
     extern __shared__ double v_s[];
     __shared__ double red_d[32];
     __shared__ int red_k[32];
@@ -356,9 +375,15 @@ __device__ void sap_body(const double* __restrict__ c, int n, int m, const int* 
     const int T = blockDim.x;
     const int tid = threadIdx.x;
     const int lane = tid & 31, warp = tid >> 5, nw = T >> 5;
-    double* v = use_shared ? v_s : v_g;
-    if (use_shared)
+    double* v = (use_shared & 1) ? v_s : v_g;
+    double* u = (use_shared & 2) ? (v_s + m) : u_g;
+    int* row4col = (use_shared & 2) ? (int*)(v_s + m + n) : r4c_g;
+    if (use_shared & 1)
         for (int j = tid; j < m; j += T) v_s[j] = v_g[j];
+    if (use_shared & 2) {
+        for (int i = tid; i < n; i += T) u[i] = u_g[i];
+        for (int j = tid; j < m; j += T) row4col[j] = r4c_g[j];
+    }
     // taken bit per owned column (column assigned); columns never become free again here.
     unsigned long long taken = 0ull;
 #pragma unroll
@@ -479,8 +504,12 @@ __device__ void sap_body(const double* __restrict__ c, int n, int m, const int* 
         }
         __syncthreads();
     }
-    if (use_shared)
+    if (use_shared & 1)
         for (int j = tid; j < m; j += T) v_g[j] = v_s[j];
+    if (use_shared & 2) {
+        for (int i = tid; i < n; i += T) u_g[i] = u[i];
+        for (int j = tid; j < m; j += T) r4c_g[j] = row4col[j];
+    }
     if (tid == 0) status[ST_STEPS] = steps;
 }
 

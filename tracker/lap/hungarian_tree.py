@@ -36,9 +36,9 @@ CU_FILE = "hungarian_tree.cu"
 # status slots (see hungarian_tree.cu)
 ST_FRONTIER, ST_REVERSE, ST_AUGMENTED, ST_ERROR, ST_STEPS = 0, 1, 2, 3, 4
 
-MIN_PATHS_PER_PHASE = 16
+MIN_PATHS_PER_PHASE = 4
 """Hand over to the single-block finisher when a multi-tree phase augments fewer paths."""
-MAX_ITERS_PER_PHASE = 24
+MAX_ITERS_PER_PHASE = 48
 """... or when a phase needs more host round trips (forward-pass levels + dual updates) than this."""
 USE_TREE_PHASES = True
 """Run the multi-tree phases at all (``False``: straight to the finisher; for profiling)."""
@@ -56,7 +56,7 @@ def _module():
     return load_module(CU_FILE)
 
 
-def initial_reduction(cp, mod, c, n: int, m: int, eps: float, square: bool):
+def initial_reduction(cp, mod, c, n: int, m: int, eps: float, eps_rel: float, square: bool):
     """Alg. 1 (row and, for square problems, column reduction) and the greedy matching.
 
     Returns ``u, v, col4row, row4col`` (float64, float64, int32, int32 CuPy arrays).
@@ -76,7 +76,7 @@ def initial_reduction(cp, mod, c, n: int, m: int, eps: float, square: bool):
     col4row = cp.full(n, -1, dtype=cp.int32)
     row4col = cp.full(m, -1, dtype=cp.int32)
     mod.get_function("greedy_assign")(((n * 32 + 255) // 256,), (256,),
-                                      (c, u, v, np.int32(n), np.int32(m), np.float64(eps), col4row, row4col))
+                                      (c, u, v, np.int32(n), np.int32(m), np.float64(eps), np.float64(eps_rel), col4row, row4col))
     return u, v, col4row, row4col
 
 
@@ -92,8 +92,12 @@ def sap_finish(cp, mod, c, n: int, m: int, u, v, col4row, row4col, stats: dict |
     if k is None:
         raise ValueError(f"hungarian-tree supports at most {SAP_KS[-1] * SAP_THREADS} columns, got {m}")
     func = mod.get_function(f"tree_sap_K{k}")
-    use_shared = m * 8 <= SAP_SHARED_LIMIT
-    smem = m * 8 if use_shared else 0
+    if m * 12 + n * 8 <= SAP_SHARED_LIMIT:
+        use_shared, smem = 3, m * 12 + n * 8  # v, u and row4col on chip
+    elif m * 8 <= SAP_SHARED_LIMIT:
+        use_shared, smem = 1, m * 8  # v on chip
+    else:
+        use_shared, smem = 0, 0
     if smem > 48 * 1024:
         func.max_dynamic_shared_size_bytes = smem
     pred = cp.empty(m, dtype=cp.int32)
@@ -112,7 +116,7 @@ def sap_finish(cp, mod, c, n: int, m: int, u, v, col4row, row4col, stats: dict |
                            "the cost matrix may contain NaN-like values or be badly scaled")
 
 
-def tree_phases(cp, mod, c, n: int, m: int, eps: float, u, v, col4row, row4col, stats: dict | None = None) -> int:
+def tree_phases(cp, mod, c, n: int, m: int, eps: float, eps_rel: float, u, v, col4row, row4col, stats: dict | None = None) -> int:
     """Stage 2: multi-tree phases; returns the number of rows still free (handed to the finisher)."""
     n_free = int((col4row == -1).sum())
     if n_free == 0 or not USE_TREE_PHASES:
@@ -124,6 +128,7 @@ def tree_phases(cp, mod, c, n: int, m: int, eps: float, u, v, col4row, row4col, 
     Pc = cp.empty(m, dtype=i32)
     col_vis = cp.empty(m, dtype=i32)
     slack = cp.empty(m, dtype=f64)
+    mag = cp.empty(m, dtype=f64)
     frontier = cp.empty(n, dtype=i32)
     status = cp.zeros(8, dtype=cp.int64)
     k_reset = mod.get_function("tree_reset")
@@ -131,20 +136,20 @@ def tree_phases(cp, mod, c, n: int, m: int, eps: float, u, v, col4row, row4col, 
     k_contract = mod.get_function("tree_contract")
     k_augment = mod.get_function("tree_augment")
     k_dual = mod.get_function("tree_dual_update")
-    ni, mi, e = np.int32(n), np.int32(m), np.float64(eps)
+    ni, mi, e, er = np.int32(n), np.int32(m), np.float64(eps), np.float64(eps_rel)
     grid_nm = ((max(n, m) + 255) // 256,)
     grid_expand = ((m + EXPAND_THREADS - 1) // EXPAND_THREADS,)
     grid_m = ((m + 255) // 256,)
     phases = iters_total = duals = 0
     while n_free > 0:
         phases += 1
-        k_reset(grid_nm, (256,), (ni, mi, col4row, row_state, Pr, claim, Pc, col_vis, slack, frontier, status))
+        k_reset(grid_nm, (256,), (ni, mi, col4row, row_state, Pr, claim, Pc, col_vis, slack, mag, frontier, status))
         k_contract((1,), (1024,), (ni, row_state, frontier, status))
         iters = 0
         augmented = -1
         while True:
             k_expand(grid_expand, (EXPAND_THREADS,),
-                     (c, u, v, ni, mi, e, frontier, status, row4col, row_state, Pr, Pc, col_vis, slack, status))
+                     (c, u, v, ni, mi, e, er, frontier, status, row4col, row_state, Pr, Pc, col_vis, slack, mag, status))
             k_contract((1,), (1024,), (ni, row_state, frontier, status))
             st = status.get()  # the one host read of this iteration
             iters += 1
@@ -158,7 +163,7 @@ def tree_phases(cp, mod, c, n: int, m: int, eps: float, u, v, col4row, row4col, 
                 break
             if iters >= MAX_ITERS_PER_PHASE:
                 break
-            k_dual((1,), (1024,), (ni, mi, e, u, v, row_state, row4col, Pr, Pc, col_vis, slack, frontier, status))
+            k_dual((1,), (1024,), (ni, mi, e, er, mag, u, v, row_state, row4col, Pr, Pc, col_vis, slack, frontier, status))
             duals += 1
         iters_total += iters
         if augmented > 0:
@@ -181,10 +186,10 @@ def solve_dense(cost, *, stats: dict | None = None):
         return _gpu_common.infeasible_result(n, cp)
     c = cp.ascontiguousarray(problem.cost, dtype=cp.float64)
     mod = _module()
-    u, v, col4row, row4col = initial_reduction(cp, mod, c, n, m, problem.eps, square=(n == m))
+    u, v, col4row, row4col = initial_reduction(cp, mod, c, n, m, problem.eps, problem.eps_rel, square=(n == m))
     if stats is not None:
         stats["greedy_free"] = int((col4row == -1).sum())
-    n_free = tree_phases(cp, mod, c, n, m, problem.eps, u, v, col4row, row4col, stats)
+    n_free = tree_phases(cp, mod, c, n, m, problem.eps, problem.eps_rel, u, v, col4row, row4col, stats)
     if n_free > 0:
         sap_finish(cp, mod, c, n, m, u, v, col4row, row4col, stats)
     if stats is not None:

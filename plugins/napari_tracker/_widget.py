@@ -542,6 +542,13 @@ class _TrackTableModel(QAbstractTableModel):
         return int(hit[0]) if len(hit) else None
 
 
+class _Failed:
+    """A worker's expected failure (bad input), returned rather than raised (superqt re-raises exceptions)."""
+
+    def __init__(self, error: Exception):
+        self.error = error
+
+
 class _Progress(QObject):
     changed = Signal(str, int, int)
 
@@ -833,10 +840,13 @@ class TrackerWidget(QWidget):
         def work():
             from tracker.pipeline import track_stack
 
-            return track_stack(source(), progress=progress, **params)
+            try:
+                return track_stack(source(), progress=progress, **params)
+            except (ValueError, RuntimeError, OSError, MemoryError) as error:  # InputError is a ValueError
+                return _Failed(error)  # reported in the widget, not as a crash
 
         self.worker = create_worker(work)
-        self.worker.returned.connect(lambda result: self._on_tracked(image, params, result))
+        self.worker.returned.connect(lambda result: self._on_returned(image, params, result))
         self.worker.errored.connect(self._on_error)
         self.worker.finished.connect(self._on_finished)
         self.run_button.setEnabled(False)
@@ -870,7 +880,14 @@ class TrackerWidget(QWidget):
         self.progress_bar.setFormat(f"{stage} {done}/{total}")
 
     def _on_error(self, error: Exception) -> None:
+        self.progress_bar.setFormat("failed")
         self.status.setText(f"tracking failed: {error}")
+
+    def _on_returned(self, image, params, result) -> None:
+        if isinstance(result, _Failed):
+            self._on_error(result.error)
+        else:
+            self._on_tracked(image, params, result)
 
     def _on_finished(self) -> None:
         self.worker = None

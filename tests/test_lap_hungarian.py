@@ -100,7 +100,8 @@ def test_registered():
     tree, classical = _SOLVERS["hungarian-tree"], _SOLVERS["hungarian-classical"]
     assert tree.gpu and tree.exact and tree.dense is not None
     assert classical.gpu and classical.exact and classical.dense is not None
-    assert tree.priority("dense") > classical.priority("dense")
+    # measured on the H100 (benchmarks/results/lap_dense_h100.md): classical + finisher is never slower
+    assert classical.priority("dense") > tree.priority("dense")
 
 
 @pytest.mark.skipif(gpu_available(), reason="checks the no-GPU error")

@@ -131,6 +131,6 @@ register_solver(
         gpu=True,
         exact=True,
         dense=solve_dense,
-        auto_priority={"dense": 10},
+        auto_priority={"dense": 20},
     )
 )

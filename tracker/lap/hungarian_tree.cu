@@ -407,11 +407,18 @@ __device__ void sap_body(const double* __restrict__ c, int n, int m, const int* 
             const double* row = c + (long long)i * m;
             double best = INF_D;
             int bkey = 0x7fffffff;
+            // issue every load of this thread's part of the row before using any (K loads in flight)
+            double cv[K];
+#pragma unroll
+            for (int k = 0; k < K; ++k) {
+                const int j = tid + k * T;
+                cv[k] = (j < m && !((done >> k) & 1ull)) ? __ldcs(row + j) : 0.0;
+            }
 #pragma unroll
             for (int k = 0; k < K; ++k) {
                 const int j = tid + k * T;
                 if (j < m && !((done >> k) & 1ull)) {
-                    const double r = minVal + __ldcs(row + j) - ui - v[j];
+                    const double r = minVal + cv[k] - ui - v[j];
                     if (r < d[k]) {
                         d[k] = r;
                         pred[j] = i;

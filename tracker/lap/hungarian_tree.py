@@ -205,6 +205,6 @@ register_solver(
         gpu=True,
         exact=True,
         dense=solve_dense,
-        auto_priority={"dense": 20},
+        auto_priority={"dense": 10},
     )
 )

@@ -27,6 +27,13 @@ TRACK_FEATURES = ("intensity", "quality", "link_cost", "link_confidence", "track
 POINT_SIZE_UM = 0.6
 
 
+def contrast_limits(frame: np.ndarray) -> list[float]:
+    """Display range for a stack of spots: from the background (median) to the brightest spots (99.95th percentile)."""
+    frame = np.asarray(frame, dtype=np.float64)
+    lo, hi = np.percentile(frame, [50.0, 99.95]) if frame.size else (0.0, 1.0)
+    return [float(lo), float(hi if hi > lo else lo + 1.0)]
+
+
 def colormaps() -> dict[str, Any]:
     """napari colormaps for the colour features, keyed by feature name (values are pre-scaled to 0..1)."""
     from napari.utils.colormaps import Colormap, ensure_colormap

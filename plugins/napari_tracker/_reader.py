@@ -9,8 +9,15 @@ from typing import Any
 
 import numpy as np
 
-from ._layers import KIND_KEY, POINT_SIZE_UM, ground_truth_layer_data, points_layer_data, tracks_layer_data, \
-    tracks_layer_kwargs
+from ._layers import (
+    KIND_KEY,
+    POINT_SIZE_UM,
+    contrast_limits,
+    ground_truth_layer_data,
+    points_layer_data,
+    tracks_layer_data,
+    tracks_layer_kwargs,
+)
 
 TIFF_SUFFIXES = (".tif", ".tiff")
 LayerData = list[tuple[Any, dict[str, Any], str]]
@@ -96,6 +103,7 @@ def stack_layer_data(path: Path, voxel_size=None) -> tuple[Any, dict[str, Any], 
         "name": path.stem,
         "scale": (1.0, *stack.voxel_size),
         "colormap": "gray",
+        "contrast_limits": contrast_limits(stack.frame(stack.n_frames // 2)),
         "metadata": {KIND_KEY: "stack", "path": str(path), "voxel_size": tuple(stack.voxel_size),
                      "notes": list(stack.notes)},
     }

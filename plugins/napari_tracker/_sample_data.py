@@ -7,7 +7,7 @@ from typing import Any
 
 import numpy as np
 
-from ._layers import KIND_KEY, ground_truth_layer_data
+from ._layers import KIND_KEY, contrast_limits, ground_truth_layer_data
 
 SAMPLE_DIR = Path(__file__).resolve().parents[2] / "sample_data"
 # The parameters sample_data/README.md regenerates the bundled sample with (bit-identical).
@@ -30,6 +30,7 @@ def simulate(frames=20, shape=(16, 96, 96), voxel_size=(0.4, 0.15, 0.15), partic
 
 def _layers(stack, voxel_size, truth, name: str, **metadata) -> list[tuple[Any, dict[str, Any], str]]:
     image = (stack, {"name": name, "scale": (1.0, *voxel_size), "colormap": "gray",
+                     "contrast_limits": contrast_limits(np.asarray(stack[len(stack) // 2])),
                      "metadata": {KIND_KEY: "stack", "voxel_size": tuple(voxel_size), **metadata,
                                   "recommended": RECOMMENDED}}, "image")
     truth_layer = ground_truth_layer_data(truth, f"{name} ground truth")

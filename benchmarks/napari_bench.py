@@ -1,0 +1,149 @@
+"""napari plugin benchmark: a Tracks layer of 100k vertices opens, and an edit applies, within a second.
+
+Run (needs a display; headless: under Xvfb):
+
+    xvfb-run -a -s "-screen 0 1600x1000x24" python benchmarks/napari_bench.py [--vertices 100000]
+
+Measures, in seconds (median of --repeats runs for each edit):
+
+* ``first_layer_of_session (tiny)``: napari's one-off imports on the first layer of a session;
+* ``read_csv``: the plugin reader turns a tracks CSV into layer data (CSV parse + features);
+* ``open_layer``: ``viewer.add_tracks`` of that data plus the first draw of the canvas;
+* ``review_setup``: the review model (TrackEdits) built from the layer and pushed back into it;
+* each edit (delete, split, join, reassign) and its undo and redo: the edit model, the
+  layer update (data, features, colours) and the redraw of the canvas.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+
+def synthetic_tracks(n_vertices: int, n_frames: int = 50, seed: int = 0) -> dict[str, np.ndarray]:
+    """Random-walk tracks of ``n_frames`` points each, ``track run`` columns, sorted by frame."""
+    from napari_tracker._edits import squared_links
+
+    rng = np.random.default_rng(seed)
+    n_tracks = max(1, n_vertices // n_frames)
+    start = rng.uniform((0, 0, 0), (20, 200, 200), size=(n_tracks, 3))
+    steps = rng.normal(0, 0.3, size=(n_tracks, n_frames, 3))
+    xyz = (start[:, None, :] + np.cumsum(steps, axis=1)).reshape(-1, 3)
+    table = {
+        "track_id": np.repeat(np.arange(n_tracks), n_frames).astype(np.int64),
+        "frame": np.tile(np.arange(n_frames), n_tracks).astype(np.int64),
+        "z": xyz[:, 0], "y": xyz[:, 1], "x": xyz[:, 2],
+        "intensity": rng.uniform(10, 50, len(xyz)),
+        "quality": rng.uniform(5, 20, len(xyz)),
+    }
+    table["link_cost"] = squared_links(table)
+    table["link_confidence"] = np.where(np.isnan(table["link_cost"]), np.nan, rng.uniform(0.5, 1, len(xyz)))
+    order = np.lexsort((table["track_id"], table["frame"]))
+    return {k: v[order] for k, v in table.items()}
+
+
+def _tiny_layer():
+    from napari_tracker._edits import TrackEdits
+    from napari_tracker._layers import tracks_layer_data, tracks_layer_kwargs
+
+    data, features, graph = tracks_layer_data(TrackEdits(synthetic_tracks(100, n_frames=10)))
+    return data, tracks_layer_kwargs("warm-up", features, graph), "tracks"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--vertices", type=int, default=100_000)
+    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--json", type=Path, help="also write the results here")
+    args = parser.parse_args()
+
+    import napari
+    from qtpy.QtWidgets import QApplication
+    from tracker.io import write_table
+
+    from napari_tracker._reader import read
+    from napari_tracker._widget import TrackReview
+
+    results: dict[str, float | int | str] = {"vertices": args.vertices, "napari": napari.__version__}
+    viewer = napari.Viewer(show=True)
+    app = QApplication.instance()
+
+    canvas = viewer.window._qt_viewer.canvas.native
+
+    def draw() -> None:
+        """Process pending events and repaint the canvas now (paintGL runs synchronously; no read-back)."""
+        app.processEvents()
+        canvas.repaint()
+        app.processEvents()
+
+    draw()
+    # The first layer of a session pays one-off imports inside napari (scipy.spatial, pint): ~1 s.
+    warm_data, warm_kwargs, _ = _tiny_layer()
+    start = time.perf_counter()
+    warm = viewer.add_tracks(warm_data, **warm_kwargs)
+    draw()
+    results["first_layer_of_session (tiny)"] = time.perf_counter() - start
+    viewer.layers.remove(warm)
+    with tempfile.TemporaryDirectory() as folder:
+        path = Path(folder) / "tracks.csv"
+        write_table(path, synthetic_tracks(args.vertices))
+        start = time.perf_counter()
+        (data, kwargs, _), = read(str(path))
+        results["read_csv"] = time.perf_counter() - start
+
+    start = time.perf_counter()
+    layer = viewer.add_tracks(data, **kwargs)
+    viewer.dims.set_point(0, 25)
+    draw()
+    results["open_layer"] = time.perf_counter() - start
+    start = time.perf_counter()
+    viewer.screenshot(canvas_only=True, flash=False)
+    results["screenshot (render + read-back)"] = time.perf_counter() - start
+
+    start = time.perf_counter()
+    review = TrackReview(viewer, layer)
+    draw()
+    results["review_setup"] = time.perf_counter() - start
+
+    def timed(name: str, action) -> None:
+        times = {name: [], f"{name}+undo": [], f"{name}+redo": []}
+        for _ in range(args.repeats):
+            for key, step in ((name, action), (f"{name}+undo", review.undo), (f"{name}+redo", review.redo)):
+                start = time.perf_counter()
+                assert step() is not False, key
+                draw()
+                times[key].append(time.perf_counter() - start)
+            review.undo()
+            draw()
+        for key, values in times.items():
+            results[key] = statistics.median(values)
+
+    ids = review.edits.track_ids()
+    a, b = int(ids[len(ids) // 2]), int(ids[len(ids) // 2 + 1])
+    timed("delete_track", lambda: review.delete_track(a))
+    timed("split_track", lambda: review.split_track(a, 25))
+    review.split_track(a, 25)
+    review.split_track(b, 25)
+    draw()
+    head, tail = a, int(review.edits.track_ids().max())  # tail: b's second half, the newest id
+    timed("join_tracks", lambda: review.join_tracks(head, tail))
+    row = review.edits.point_at(a, 10)
+    timed("reassign_point", lambda: review.reassign_point(row, b))
+    viewer.close()
+
+    width = max(len(k) for k in results)
+    for key, value in results.items():
+        shown = f"{value:.3f} s" if isinstance(value, float) else str(value)
+        print(f"{key:<{width}}  {shown}")
+    if args.json:
+        args.json.write_text(json.dumps(results, indent=2))
+
+
+if __name__ == "__main__":
+    main()

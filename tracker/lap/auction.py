@@ -243,8 +243,9 @@ def _kernels(emulate: bool = False):
 
 # ------------------------------------------------------------------- driver --
 
-def eps_schedule(max_cost: int, eps_final: int = 1, alpha: int = ALPHA, stop_eps: int | None = None) -> list[int]:
+def eps_schedule(max_cost: int, eps_final: int = 1, alpha: int | None = None, stop_eps: int | None = None) -> list[int]:
     """Decreasing epsilons from about ``max_cost / alpha`` down to ``eps_final`` (or ``stop_eps``)."""
+    alpha = ALPHA if alpha is None else alpha
     last = max(int(eps_final), int(stop_eps or 0), 1)
     eps = max(int(max_cost) // alpha, last)
     schedule = [eps]

@@ -1,0 +1,263 @@
+"""Sparse gated 3D assignment benchmark (GPU auction vs SciPy) and DGS optimality gap.
+
+Imported by ``benchmarks/lap_bench.py`` (``sparse_section(quick)`` returns a
+markdown section) and runnable on its own::
+
+    PYTHONPATH=. python3 benchmarks/sparse_section.py --quick [--out FILE]
+
+Instances: ``n`` points uniform in a cube (density 1), a displaced and
+shuffled copy (3 % of the particles vanish) with Gaussian steps of RMS length
+``step`` x the mean nearest-neighbour distance, candidate links within a gate
+of 3 x the RMS step (cKDTree), cost = squared distance, "no link" cost
+1.05 x the largest link cost. "nodes" below = particles per frame (the
+problem has about 2n nodes).
+
+Baselines: ``scipy.sparse.csgraph.min_weight_full_bipartite_matching`` on the
+whole reduced problem ("scipy sparse", the solver the issue compares against,
+in a subprocess with a time limit), ``solver="scipy"`` of this package (the
+same solver per connected component), and ``lap.lapmod`` when the ``lap``
+package is importable.
+"""
+
+from __future__ import annotations
+
+import argparse
+import multiprocessing as mp
+import time
+
+import numpy as np
+import scipy.sparse as sp
+from scipy.spatial import cKDTree
+
+SCIPY_TIME_LIMIT_S = 60.0
+
+
+def gated_instance(n: int, step: float, seed: int = 0, gate_factor: float = 3.0):
+    rng = np.random.default_rng(seed)
+    pts = rng.random((n, 3)) * n ** (1 / 3)
+    nn = cKDTree(pts).query(pts, k=2)[0][:, 1].mean()
+    moved = pts + rng.normal(0, step * nn / np.sqrt(3), pts.shape)
+    moved = moved[rng.permutation(n)][: int(n * 0.97)]
+    pairs = cKDTree(pts).sparse_distance_matrix(cKDTree(moved), gate_factor * step * nn, output_type="coo_matrix")
+    rows, cols = pairs.row.astype(np.int64), pairs.col.astype(np.int64)
+    cost = pairs.data**2
+    un = 1.05 * float(cost.max()) if cost.size else 1.0
+    return rows, cols, cost, (n, len(moved)), un
+
+
+def objective(rows, cols, cost, shape, un, chosen_r, chosen_c):
+    key = rows * shape[1] + cols
+    order = np.argsort(key)
+    idx = order[np.searchsorted(key[order], np.asarray(chosen_r) * shape[1] + np.asarray(chosen_c))]
+    n_links = len(chosen_r)
+    return float(cost[idx].sum() + un * (shape[0] - n_links) + un * (shape[1] - n_links))
+
+
+def _scipy_sparse_worker(rows, cols, cost, shape, un, queue):
+    from scipy.sparse.csgraph import min_weight_full_bipartite_matching
+
+    from tracker.lap._scipy import reduced_problem
+
+    n_rows, n_cols = shape
+    r, c, w, rshape = reduced_problem(rows, cols, cost, np.full(n_rows, un), np.full(n_cols, un))
+    graph = sp.csr_array((w - w.min() + 1.0, (r, c)), shape=rshape)
+    t0 = time.perf_counter()
+    ri, ci = min_weight_full_bipartite_matching(graph)
+    elapsed = time.perf_counter() - t0
+    linked = ci < n_cols
+    queue.put((elapsed, ri[linked], ci[linked]))
+
+
+def scipy_sparse(rows, cols, cost, shape, un, limit=SCIPY_TIME_LIMIT_S):
+    """(seconds, rows, cols) of SciPy's sparse solver on the whole problem, or None past ``limit``."""
+    ctx = mp.get_context("fork")
+    queue = ctx.Queue()
+    proc = ctx.Process(target=_scipy_sparse_worker, args=(rows, cols, cost, shape, un, queue))
+    proc.start()
+    try:
+        result = queue.get(timeout=limit)
+    except Exception:
+        result = None
+    proc.join(timeout=1)
+    if proc.is_alive():
+        proc.kill()
+        proc.join()
+    return result
+
+
+def _time_gpu(fn, repeats=3):
+    import cupy
+
+    fn()  # warm-up (compilation, allocations)
+    times = []
+    for _ in range(repeats):
+        cupy.cuda.Device().synchronize()
+        t0 = time.perf_counter()
+        out = fn()
+        cupy.cuda.Device().synchronize()
+        times.append(time.perf_counter() - t0)
+    return float(np.median(times)), out
+
+
+def _fmt_s(seconds):
+    if seconds is None:
+        return "—"
+    return f"{seconds * 1e3:.1f} ms" if seconds < 1 else f"{seconds:.2f} s"
+
+
+def gated_table(sizes, steps, scipy_max_n=100_000, repeats=3) -> str:
+    import cupy
+
+    from tracker import lap
+    from tracker.lap import auction
+
+    try:
+        import lap as lap_pkg  # noqa: F401
+        have_lapmod = hasattr(lap_pkg, "lapmod")
+    except ImportError:
+        have_lapmod = False
+
+    lines = [
+        "| nodes (per frame) | step | edges | auction (GPU) | scipy sparse | speed-up | scipy per component |"
+        + (" lap.lapmod |" if have_lapmod else "") + " rel. objective diff | rounds / phases |",
+        "|---:|---:|---:|---:|---:|---:|---:|" + ("---:|" if have_lapmod else "") + "---:|---:|",
+    ]
+    for n in sizes:
+        for step in steps:
+            rows, cols, cost, shape, un = gated_instance(n, step, seed=n + int(step * 100))
+            d_rows, d_cols, d_cost = cupy.asarray(rows), cupy.asarray(cols), cupy.asarray(cost)
+            t_gpu, (gr, gc) = _time_gpu(
+                lambda: lap.solve_gated(d_rows, d_cols, d_cost, shape, un, solver="auction"), repeats
+            )
+            stats = dict(auction.LAST_STATS)
+            obj_gpu = objective(rows, cols, cost, shape, un, gr, gc)
+            ref_obj = None
+            t_sp = None
+            if n <= scipy_max_n:
+                res = scipy_sparse(rows, cols, cost, shape, un)
+                if res is not None:
+                    t_sp = res[0]
+                    ref_obj = objective(rows, cols, cost, shape, un, res[1], res[2])
+            t0 = time.perf_counter()
+            cr, cc = lap.solve_gated(rows, cols, cost, shape, un, solver="scipy")
+            t_comp = time.perf_counter() - t0
+            if ref_obj is None:
+                ref_obj = objective(rows, cols, cost, shape, un, cr, cc)
+            lapmod_cell = ""
+            if have_lapmod:
+                lapmod_cell = f" {_fmt_s(_lapmod_time(rows, cols, cost, shape, un))} |"
+            speed = f"{t_sp / t_gpu:.0f}×" if t_sp else ("not run" if n > scipy_max_n else f"> {SCIPY_TIME_LIMIT_S:.0f} s limit")
+            rel = abs(obj_gpu - ref_obj) / abs(ref_obj)
+            lines.append(
+                f"| {n:,} | {step} | {len(rows):,} | {_fmt_s(t_gpu)} | {_fmt_s(t_sp)} | {speed} | {_fmt_s(t_comp)} |"
+                f"{lapmod_cell} {rel:.1e} | {stats.get('rounds', 0)} / {stats.get('phases', 0)} |"
+            )
+            print(lines[-1], flush=True)
+    return "\n".join(lines)
+
+
+def _lapmod_time(rows, cols, cost, shape, un):
+    """lap.lapmod on the square Jaqaman form (CSR with the "no link" block)."""
+    import lap as lap_pkg
+
+    n_rows, n_cols = shape
+    n = n_rows + n_cols
+    r = np.concatenate([rows, np.arange(n_rows), n_rows + np.arange(n_cols), n_rows + cols])
+    c = np.concatenate([cols, n_cols + np.arange(n_rows), np.arange(n_cols), n_cols + rows])
+    w = np.concatenate([cost, np.full(n_rows, un), np.full(n_cols, un), np.zeros(len(rows))])
+    g = sp.csr_matrix((w, (r, c)), shape=(n, n))
+    g.sort_indices()
+    t0 = time.perf_counter()
+    lap_pkg.lapmod(n, g.data, g.indptr, g.indices)
+    return time.perf_counter() - t0
+
+
+def dgs_table(sizes, repeats=3) -> str:
+    """DGS time and optimality gap against the exact GPU solvers on dense classes."""
+    import cupy
+
+    from tracker import lap
+    from tracker.lap import dgs
+
+    exact = [s for s in lap.available_solvers("dense") if s not in ("auto", "dgs")]
+    rng = np.random.default_rng(0)
+    lines = [
+        "| class | n | DGS | DGS gap | fastest exact GPU | its time | DGS speed-up | scipy |",
+        "|---|---:|---:|---:|---|---:|---:|---:|",
+    ]
+    for n in sizes:
+        for cls in ("geometric", "uniform"):
+            if cls == "geometric":
+                a, b = rng.random((n, 2)) * 1000, rng.random((n, 2)) * 1000
+                cost = np.linalg.norm(a[:, None] - b[None], axis=2)
+            else:
+                cost = rng.random((n, n)) * 1000
+            d_cost = cupy.asarray(cost)
+            t0 = time.perf_counter()
+            import scipy.optimize
+
+            ref = scipy.optimize.linear_sum_assignment(cost)
+            t_scipy = time.perf_counter() - t0
+            opt = cost[ref].sum()
+            t_dgs, (r, c) = _time_gpu(lambda: lap.linear_sum_assignment(d_cost, solver="dgs"), repeats)
+            gap = (float(cost[r.get(), c.get()].sum()) - opt) / opt
+            best = (None, None)
+            for name in exact:
+                if not lap._registry._SOLVERS[name].gpu:
+                    continue
+                try:
+                    t_ex, (er, ec) = _time_gpu(lambda: lap.linear_sum_assignment(d_cost, solver=name), 1)
+                except Exception as error:  # a solver under development
+                    print(f"{name} failed on {cls} n={n}: {error}")
+                    continue
+                if best[1] is None or t_ex < best[1]:
+                    best = (name, t_ex)
+            speed = f"{best[1] / t_dgs:.1f}×" if best[1] else "—"
+            lines.append(
+                f"| {cls} | {n} | {_fmt_s(t_dgs)} | {gap * 100:.3f} % | {best[0]} | {_fmt_s(best[1])} | {speed} |"
+                f" {_fmt_s(t_scipy)} |"
+            )
+            print(lines[-1], f"rounds={dgs.LAST_STATS.get('rounds')} swaps={dgs.LAST_STATS.get('swaps')}", flush=True)
+    return "\n".join(lines)
+
+
+def sparse_section(quick: bool = False) -> str:
+    """Markdown section: sparse gated 3D table and DGS table (needs CuPy and a GPU)."""
+    import cupy
+
+    device = cupy.cuda.runtime.getDeviceProperties(0)["name"].decode()
+    sizes = [10_000, 100_000] if quick else [10_000, 100_000, 1_000_000]
+    parts = [
+        f"## Sparse gated 3D assignment ({device})",
+        "",
+        "Median of 3 runs after a warm-up; GPU times include the solve_gated front-end and the copy of the "
+        "result to the host. scipy sparse = min_weight_full_bipartite_matching on the whole reduced problem "
+        f"(limit {SCIPY_TIME_LIMIT_S:.0f} s, not run above 100k nodes); rel. objective diff against it "
+        "(or against solver='scipy' where it did not run).",
+        "",
+        gated_table(sizes, (0.1, 0.3, 0.5)),
+        "",
+        "## Deep Greedy Switching (heuristic) on dense classes",
+        "",
+        "Gap = (DGS objective − optimum) / optimum; speed-up = fastest exact GPU solver time / DGS time.",
+        "",
+        dgs_table([512, 2048] if quick else [512, 2048, 4096]),
+    ]
+    return "\n".join(parts)
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="10k and 100k nodes only, smaller DGS sizes")
+    parser.add_argument("--out", help="also write the markdown here")
+    args = parser.parse_args()
+    text = sparse_section(args.quick)
+    print()
+    print(text)
+    if args.out:
+        with open(args.out, "w") as handle:
+            handle.write(text + "\n")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,302 @@
+"""GPU auction solver (``solver="auction"``) against SciPy: dense, sparse and gated problems.
+
+GPU tests are marked ``gpu`` (skipped without CuPy and a GPU); the driver is
+also exercised on the CPU through a NumPy emulation of its kernels.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import scipy.optimize
+import scipy.sparse as sp
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from scipy.spatial import cKDTree
+
+from tracker import lap
+from tracker.lap import _scipy, auction
+
+
+# ------------------------------------------------------------------ helpers --
+
+def gated_objective(rows, cols, chosen_r, chosen_c, cost, row_un, col_un):
+    index = {(int(r), int(c)): k for k, (r, c) in enumerate(zip(rows, cols))}
+    chosen_r, chosen_c = np.asarray(chosen_r), np.asarray(chosen_c)
+    assert len(np.unique(chosen_r)) == len(chosen_r) and len(np.unique(chosen_c)) == len(chosen_c)
+    links = sum(cost[index[(int(r), int(c))]] for r, c in zip(chosen_r, chosen_c))
+    return links + row_un.sum() - row_un[chosen_r].sum() + col_un.sum() - col_un[chosen_c].sum()
+
+
+def geometric_gated(n, step, seed, gate_factor=3.0):
+    """3D tracking instance: n points, displaced copy (RMS step = step x mean NN distance)."""
+    rng = np.random.default_rng(seed)
+    pts = rng.random((n, 3)) * n ** (1 / 3)
+    nn = cKDTree(pts).query(pts, k=2)[0][:, 1].mean()
+    moved = pts + rng.normal(0, step * nn / np.sqrt(3), pts.shape)
+    moved = moved[rng.permutation(n)][: int(n * 0.97)]  # some particles vanish
+    gate = gate_factor * step * nn
+    pairs = cKDTree(pts).sparse_distance_matrix(cKDTree(moved), gate, output_type="coo_matrix")
+    rows, cols = pairs.row.astype(np.int64), pairs.col.astype(np.int64)
+    cost = pairs.data**2
+    un = 1.05 * cost.max() if cost.size else 1.0
+    return rows, cols, cost, (n, len(moved)), un
+
+
+def check_gated(rows, cols, cost, shape, row_un, col_un, solver="auction"):
+    got_r, got_c = lap.solve_gated(rows, cols, cost, shape, row_un, col_un, solver=solver)
+    ref_r, ref_c = _scipy.solve_gated(shape[0], shape[1], rows, cols, cost, row_un, col_un)
+    got = gated_objective(rows, cols, got_r, got_c, cost, row_un, col_un)
+    ref = gated_objective(rows, cols, ref_r, ref_c, cost, row_un, col_un)
+    return got, ref
+
+
+@st.composite
+def cost_matrices(draw):
+    n = draw(st.integers(1, 8))
+    m = draw(st.integers(1, 8))
+    kind = draw(st.sampled_from(["int", "float", "ties", "negative", "wide"]))
+    rng = np.random.default_rng(draw(st.integers(0, 2**32 - 1)))
+    if kind == "int":
+        cost = rng.integers(0, 10, (n, m)).astype(float)
+    elif kind == "ties":
+        cost = np.full((n, m), 3.0)
+    elif kind == "negative":
+        cost = rng.normal(0, 100, (n, m))
+    elif kind == "wide":
+        cost = rng.random((n, m)) * 10.0 ** rng.integers(-3, 4, (n, m))
+    else:
+        cost = rng.random((n, m))
+    cost[rng.random((n, m)) < draw(st.sampled_from([0.0, 0.2, 0.6]))] = np.inf
+    return cost
+
+
+# -------------------------------------------------------------- CPU (emulated) --
+
+@pytest.mark.parametrize("seed", range(3))
+def test_emulated_driver_gated_matches_scipy(seed):
+    rng = np.random.default_rng(seed)
+    for _ in range(60):
+        nr, nc = rng.integers(1, 10, 2)
+        rows, cols = np.nonzero(rng.random((nr, nc)) < 0.5)
+        cost = rng.random(rows.size) * 4
+        row_un, col_un = rng.random(nr) * 2, rng.random(nc) * 2
+        got_r, got_c = auction.solve_gated(nr, nc, rows, cols, cost, row_un, col_un, emulate=True)
+        ref_r, ref_c = _scipy.solve_gated(nr, nc, rows, cols, cost, row_un, col_un)
+        np.testing.assert_allclose(
+            gated_objective(rows, cols, got_r, got_c, cost, row_un, col_un),
+            gated_objective(rows, cols, ref_r, ref_c, cost, row_un, col_un), rtol=1e-9)
+
+
+def test_emulated_driver_dense_and_batched_rounds(monkeypatch):
+    monkeypatch.setattr(auction, "TAIL_MIN_ROWS", 0)
+    monkeypatch.setattr(auction, "TAIL_WORK", 0)  # every round through the multi-block path
+    rng = np.random.default_rng(7)
+    for _ in range(40):
+        n, m = sorted(rng.integers(1, 9, 2))
+        cost = rng.integers(0, 10, (n, m)).astype(float)
+        cost[rng.random((n, m)) < 0.3] = np.inf
+        col = auction.solve_dense(cost, emulate=True)
+        try:
+            expected = cost[scipy.optimize.linear_sum_assignment(cost)].sum()
+        except ValueError:
+            assert (col < 0).all()
+            continue
+        assert cost[np.arange(n), col].sum() == expected
+
+
+def test_eps_schedule():
+    assert auction.eps_schedule(1000) == [125, 15, 1]
+    assert auction.eps_schedule(5) == [1]
+    assert auction.eps_schedule(10**6, stop_eps=1000)[-1] == 1000
+
+
+def test_registration():
+    solver = lap._registry._SOLVERS["auction"]
+    assert solver.gpu and solver.exact
+    assert solver.dense and solver.sparse and solver.gated
+    assert solver.priority("gated") > solver.priority("dense")
+    assert "auction" in lap.available_solvers("gated")
+
+
+# ---------------------------------------------------------------------- GPU --
+
+@pytest.mark.gpu
+@settings(max_examples=400, deadline=None)
+@given(cost_matrices(), st.booleans())
+def test_dense_matches_scipy(cost, maximize):
+    if maximize:
+        cost = np.where(np.isinf(cost), -np.inf, cost)
+    try:
+        expected = scipy.optimize.linear_sum_assignment(cost, maximize=maximize)
+    except ValueError:
+        with pytest.raises(ValueError, match="infeasible"):
+            lap.linear_sum_assignment(cost, maximize, solver="auction")
+        return
+    rows, cols = lap.linear_sum_assignment(cost, maximize, solver="auction")
+    assert len(rows) == min(cost.shape) and len(np.unique(cols)) == len(cols)
+    got, ref = cost[rows, cols].sum(), cost[expected].sum()
+    if np.all(cost[np.isfinite(cost)] == np.round(cost[np.isfinite(cost)])):
+        assert got == ref
+    else:
+        np.testing.assert_allclose(got, ref, rtol=1e-9, atol=1e-12)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("shape", [(1, 1), (1, 5), (5, 1), (2, 2), (64, 64), (50, 80), (80, 50), (300, 300)])
+@pytest.mark.parametrize("kind", ["float", "int", "geometric"])
+def test_dense_larger(shape, kind, rng):
+    if kind == "float":
+        cost = rng.random(shape)
+    elif kind == "int":
+        cost = rng.integers(0, 100, shape).astype(float)
+    else:
+        a, b = rng.random((shape[0], 2)), rng.random((shape[1], 2))
+        cost = np.linalg.norm(a[:, None] - b[None], axis=2)
+    rows, cols = lap.linear_sum_assignment(cost, solver="auction")
+    expected = cost[scipy.optimize.linear_sum_assignment(cost)].sum()
+    np.testing.assert_allclose(cost[rows, cols].sum(), expected, rtol=1e-9)
+    if kind == "int":
+        assert cost[rows, cols].sum() == expected
+
+
+@pytest.mark.gpu
+def test_dense_cupy_in_cupy_out_and_ties():
+    import cupy
+
+    cost = cupy.full((256, 256), 7.0)  # every assignment optimal: a price-war stress test
+    rows, cols = lap.linear_sum_assignment(cost, solver="auction")
+    assert isinstance(rows, cupy.ndarray) and len(cupy.unique(cols)) == 256
+
+
+@st.composite
+def sparse_graphs(draw):
+    n = draw(st.integers(1, 9))
+    m = draw(st.integers(1, 9))
+    rng = np.random.default_rng(draw(st.integers(0, 2**32 - 1)))
+    mask = rng.random((n, m)) < draw(st.sampled_from([0.3, 0.6, 1.0]))
+    weights = rng.integers(-5, 20, (n, m)).astype(float) if draw(st.booleans()) else rng.normal(size=(n, m))
+    return mask, weights
+
+
+@pytest.mark.gpu
+@settings(max_examples=300, deadline=None)
+@given(sparse_graphs(), st.booleans())
+def test_sparse_matches_scipy(graph, maximize):
+    mask, weights = graph
+    dense = np.where(mask, weights, -np.inf if maximize else np.inf)
+    biadjacency = sp.csr_array((weights[mask], np.nonzero(mask)), shape=mask.shape)
+    try:
+        expected = scipy.optimize.linear_sum_assignment(dense, maximize=maximize)
+    except ValueError:
+        with pytest.raises(ValueError, match="no full matching"):
+            lap.min_weight_full_bipartite_matching(biadjacency, maximize, solver="auction")
+        return
+    rows, cols = lap.min_weight_full_bipartite_matching(biadjacency, maximize, solver="auction")
+    assert mask[rows, cols].all()
+    np.testing.assert_allclose(weights[rows, cols].sum(), weights[expected].sum(), rtol=1e-9, atol=1e-9)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("n", [200, 3000, 15000])
+def test_sparse_large_vs_scipy_sparse(n, rng):
+    """Against scipy.sparse.csgraph.min_weight_full_bipartite_matching, up to 30k nodes."""
+    from scipy.sparse.csgraph import min_weight_full_bipartite_matching
+
+    m = n + n // 10
+    rows = np.repeat(np.arange(n), 6)
+    cols = (rows * m // n + rng.integers(-8, 9, rows.size)) % m
+    graph = sp.csr_array((rng.random(rows.size) + 0.5, (rows, cols)), shape=(n, m))
+    graph.sum_duplicates()
+    try:
+        ref_r, ref_c = min_weight_full_bipartite_matching(graph)
+    except ValueError:
+        with pytest.raises(ValueError):
+            lap.min_weight_full_bipartite_matching(graph, solver="auction")
+        return
+    got_r, got_c = lap.min_weight_full_bipartite_matching(graph, solver="auction")
+    dense_get = graph.tocsr()
+    np.testing.assert_allclose(dense_get[got_r, got_c].sum(), dense_get[ref_r, ref_c].sum(), rtol=1e-9)
+
+
+@pytest.mark.gpu
+def test_sparse_infeasible_and_rectangular():
+    graph = sp.csr_array((np.ones(3), ([0, 1, 2], [0, 0, 0])), shape=(3, 4))
+    with pytest.raises(ValueError, match="no full matching"):
+        lap.min_weight_full_bipartite_matching(graph, solver="auction")
+    graph = sp.csr_array((np.array([1.0, 2.0, 0.0]), ([0, 0, 1], [0, 2, 2])), shape=(2, 3))
+    rows, cols = lap.min_weight_full_bipartite_matching(graph, solver="auction")
+    assert cols.tolist() == [0, 2]
+    rows, cols = lap.min_weight_full_bipartite_matching(graph.T, solver="auction")  # 3 x 2
+    assert sorted(zip(rows.tolist(), cols.tolist())) == [(0, 0), (2, 1)]
+
+
+@pytest.mark.gpu
+@settings(max_examples=400, deadline=None)
+@given(st.integers(1, 9), st.integers(1, 9), st.integers(0, 2**32 - 1), st.sampled_from(["float", "int", "tie"]))
+def test_gated_matches_scipy(n_rows, n_cols, seed, kind):
+    rng = np.random.default_rng(seed)
+    rows, cols = np.nonzero(rng.random((n_rows, n_cols)) < 0.5)
+    if kind == "int":
+        cost = rng.integers(0, 10, rows.size).astype(float)
+        row_un, col_un = rng.integers(0, 8, n_rows).astype(float), rng.integers(0, 8, n_cols).astype(float)
+    elif kind == "tie":
+        cost, row_un, col_un = np.ones(rows.size), np.full(n_rows, 1.0), np.full(n_cols, 1.0)
+    else:
+        cost = rng.random(rows.size) * 4
+        row_un, col_un = rng.random(n_rows) * 2, rng.random(n_cols) * 2
+    got, ref = check_gated(rows, cols, cost, (n_rows, n_cols), row_un, col_un)
+    if kind == "float":
+        np.testing.assert_allclose(got, ref, rtol=1e-9)
+    else:
+        assert got == ref
+
+
+@pytest.mark.gpu
+def test_gated_thousand_small_instances():
+    rng = np.random.default_rng(99)
+    for _ in range(1000):
+        n_rows, n_cols = rng.integers(1, 30, 2)
+        rows, cols = np.nonzero(rng.random((n_rows, n_cols)) < rng.choice([0.05, 0.15, 0.4]))
+        cost = rng.integers(0, 50, rows.size).astype(float)
+        row_un = np.full(n_rows, float(rng.integers(10, 60)))
+        got, ref = check_gated(rows, cols, cost, (n_rows, n_cols), row_un, row_un[:1].repeat(n_cols))
+        assert got == ref
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("n", [1000, 10000, 30000])
+@pytest.mark.parametrize("step", [0.1, 0.3, 0.5, 1.0])
+def test_gated_geometric_3d(n, step):
+    rows, cols, cost, shape, un = geometric_gated(n, step, seed=n + int(step * 10))
+    row_un, col_un = np.full(shape[0], un), np.full(shape[1], un)
+    got, ref = check_gated(rows, cols, cost, shape, row_un, col_un)
+    np.testing.assert_allclose(got, ref, rtol=1e-9)
+
+
+@pytest.mark.gpu
+def test_gated_integer_costs_exact():
+    rows, cols, cost, shape, un = geometric_gated(20000, 0.5, seed=3)
+    cost = np.round(cost * 1000)
+    un = float(np.round(un * 1000))
+    row_un, col_un = np.full(shape[0], un), np.full(shape[1], un)
+    got, ref = check_gated(rows, cols, cost, shape, row_un, col_un)
+    assert got == ref
+
+
+@pytest.mark.gpu
+def test_gated_cupy_inputs():
+    import cupy
+
+    rows, cols, cost, shape, un = geometric_gated(5000, 0.3, seed=1)
+    r, c = lap.solve_gated(cupy.asarray(rows), cupy.asarray(cols), cupy.asarray(cost), shape, un, solver="auction")
+    row_un, col_un = np.full(shape[0], un), np.full(shape[1], un)
+    ref_r, ref_c = _scipy.solve_gated(shape[0], shape[1], rows, cols, cost, row_un, col_un)
+    np.testing.assert_allclose(
+        gated_objective(rows, cols, r, c, cost, row_un, col_un),
+        gated_objective(rows, cols, ref_r, ref_c, cost, row_un, col_un), rtol=1e-9)
+
+
+@pytest.mark.gpu
+def test_auto_picks_auction_for_gated():
+    assert lap.get_solver("auto", "gated").name in ("auction",) or lap.get_solver("auto", "gated").priority("gated") >= 100

@@ -266,7 +266,7 @@ def test_gated_thousand_small_instances():
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("n", [1000, 10000, 30000])
-@pytest.mark.parametrize("step", [0.1, 0.3, 0.5, 1.0])
+@pytest.mark.parametrize("step", [0.1, 0.3, 0.5, 0.7])
 def test_gated_geometric_3d(n, step):
     rows, cols, cost, shape, un = geometric_gated(n, step, seed=n + int(step * 10))
     row_un, col_un = np.full(shape[0], un), np.full(shape[1], un)

@@ -100,6 +100,21 @@ def test_reader_opens_tiff_with_voxel_size_as_scale(viewer):
     assert image.metadata["path"] == str(SAMPLE)
 
 
+def test_reader_opens_compressed_tiff_lazily(viewer, tmp_path):
+    import tifffile
+
+    data = np.random.default_rng(0).integers(0, 1000, size=(3, 4, 16, 16), dtype=np.uint16)
+    path = tmp_path / "compressed.tif"
+    tifffile.imwrite(path, data, imagej=True, compression="zlib", resolution=(1 / 0.2, 1 / 0.2),
+                     metadata={"axes": "TZYX", "spacing": 0.5, "unit": "um"})
+    (image,) = viewer.open(str(path), plugin="tracker3d")
+    np.testing.assert_allclose(image.scale, (1.0, 0.5, 0.2, 0.2))
+    np.testing.assert_array_equal(np.asarray(image.data[1]), data[1])
+    np.testing.assert_array_equal(np.asarray(image.data[2, 3]), data[2, 3])
+    viewer.dims.set_point(0, 2)
+    np.testing.assert_array_equal(image._slice.image.raw, data[2, viewer.dims.current_step[1]])
+
+
 def test_reader_claims_only_its_files(tmp_path, tracks_csv):
     assert napari_get_reader(str(SAMPLE)) is not None
     assert napari_get_reader(str(tracks_csv)) is not None

@@ -13,7 +13,6 @@
 // at most about 2^51, prices stay far below 2^62 (auction.py checks). Bids are
 // > 0, so col_bid == 0 means "no bid" (unsigned atomicMax).
 
-#include <cstdint>
 
 typedef long long i64;
 
@@ -216,7 +215,7 @@ __device__ void reset_step(const int* list, int count, const int* target, i64* c
         }                                                                                            \
     }                                                                                                \
     /* The whole remaining auction of a phase in one block (few unassigned rows): no launches. */   \
-    extern "C" __global__ void auction_tail_##SUFFIX(PROBLEM_ARGS, i64* price, int* list0, int* list1,  \
+    extern "C" __global__ void __launch_bounds__(1024) auction_tail_##SUFFIX(PROBLEM_ARGS, i64* price, int* list0, int* list1,  \
                                                       int* counts, int parity, i64 eps, int* target, \
                                                       i64* bid, i64* col_bid, int* winner,           \
                                                       int* owner, int* assigned, int max_iters,      \

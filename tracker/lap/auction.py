@@ -507,6 +507,6 @@ register_solver(
         dense=solve_dense,
         sparse=solve_sparse,
         gated=solve_gated,
-        auto_priority={"dense": 5, "sparse": 100, "gated": 100},
+        auto_priority={"dense": -10, "sparse": 50, "gated": 100},
     )
 )

@@ -251,11 +251,35 @@ def sparse_section(quick: bool = False) -> str:
     return "\n".join(parts)
 
 
+def ablation(n=100_000, step=0.5, configs=((8, 50), (4, 50), (16, 50), (8, 40), (4, 40))):
+    """Auction time and rounds for (ALPHA, COST_BITS) settings on one instance (tuning aid)."""
+    import cupy
+
+    from tracker import lap
+    from tracker.lap import auction
+
+    rows, cols, cost, shape, un = gated_instance(n, step, seed=n + int(step * 100))
+    d = cupy.asarray(rows), cupy.asarray(cols), cupy.asarray(cost)
+    saved = auction.ALPHA, auction.COST_BITS
+    for alpha, bits in configs:
+        auction.ALPHA, auction.COST_BITS = alpha, bits
+        t, (r, c) = _time_gpu(lambda: lap.solve_gated(*d, shape, un, solver="auction"), 1)
+        print(f"ablation n={n} step={step} alpha={alpha} bits={bits}: {t * 1e3:.1f} ms, "
+              f"rounds={auction.LAST_STATS['rounds']}, objective={objective(rows, cols, cost, shape, un, r, c):.12g}",
+              flush=True)
+    auction.ALPHA, auction.COST_BITS = saved
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="10k and 100k nodes only, smaller DGS sizes")
     parser.add_argument("--out", help="also write the markdown here")
+    parser.add_argument("--ablation", action="store_true", help="only the (ALPHA, COST_BITS) ablation")
     args = parser.parse_args()
+    if args.ablation:
+        ablation(10_000)
+        ablation(100_000)
+        return
     text = sparse_section(args.quick)
     print()
     print(text)

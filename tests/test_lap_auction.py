@@ -106,7 +106,7 @@ def test_emulated_driver_dense_and_batched_rounds(monkeypatch):
 
 
 def test_eps_schedule():
-    assert auction.eps_schedule(1000) == [125, 15, 1]
+    assert auction.eps_schedule(1000, alpha=8) == [125, 15, 1]
     assert auction.eps_schedule(5) == [1]
     assert auction.eps_schedule(10**6, stop_eps=1000)[-1] == 1000
 

@@ -42,7 +42,7 @@ COST_BITS = 50
 """Integer costs of the square problem stay below ``2**COST_BITS``."""
 PRICE_LIMIT = 1 << 61
 """Prices above this raise (int64 headroom); never reached on feasible problems in practice."""
-ALPHA = 8
+ALPHA = 4
 """Epsilon-scaling factor between phases."""
 MAX_ITERATIONS_PER_ROW = 2000
 """Cap on bidding rounds (``+ 100000``), per phase; reaching it raises instead of looping forever."""

@@ -15,7 +15,7 @@ Examples::
     PYTHONPATH=. python3 benchmarks/lap_bench.py --quick
     PYTHONPATH=. python3 benchmarks/lap_bench.py --sizes 1000,4096,8192,20000 --markdown benchmarks/results/lap_dense_h100.md
 
-If ``benchmarks/sparse_section.py`` exists and defines ``section(quick: bool) -> str``
+If ``benchmarks/sparse_section.py`` exists and defines ``sparse_section(quick: bool) -> str``
 (a markdown section), it is appended to the output.
 """
 
@@ -232,8 +232,8 @@ def main(argv=None):
             spec = importlib.util.spec_from_file_location("sparse_section", sparse_path)
             module = importlib.util.module_from_spec(spec)
             spec.loader.exec_module(module)
-            if hasattr(module, "section"):
-                lines += ["", module.section(quick=args.quick)]
+            if hasattr(module, "sparse_section"):
+                lines += ["", module.sparse_section(quick=args.quick)]
         except Exception as error:  # another engineer's module: report, do not fail the dense run
             lines += ["", f"(sparse section failed: {type(error).__name__}: {error})"]
     text = "\n".join(lines) + "\n"

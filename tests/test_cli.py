@@ -11,6 +11,7 @@ from click.testing import CliRunner
 
 from tracker import io
 from tracker.cli import main
+from tracker.link import link_detections
 from tracker.simulate import mean_nearest_neighbour_distance
 
 RUN_OPTIONS = ["--spot-radius", "0.8,0.3,0.3", "--max-displacement", "1.2", "-q"]
@@ -81,6 +82,27 @@ def test_link_command(tmp_path, simulated):
     assert result.exit_code == 0, result.output
     scores = json.loads(invoke("evaluate", tmp_path / "tracks.csv", truth_path, "--json").output)
     assert scores["link_f1"] > 0.98
+
+
+@pytest.mark.parametrize("flags, options", [
+    ([], {}),
+    (["--motion", "none", "--no-adaptive-radius", "--max-gap", "0"],
+     {"motion": "none", "adaptive_radius": False, "max_gap": 0}),
+    (["--persistence", "0.9", "--max-gap", "1", "--gap-penalty", "5"],
+     {"persistence": 0.9, "max_gap": 1, "gap_penalty": 5.0}),
+])
+def test_link_options_reach_the_linker(tmp_path, simulated, flags, options):
+    _, truth_path = simulated
+    truth = io.read_table(truth_path)
+    detections = {k: truth[k] for k in ("frame", "z", "y", "x")}
+    io.write_table(tmp_path / "det.csv", detections)
+    result = invoke("link", tmp_path / "det.csv", "-o", tmp_path / "tracks.csv", "--max-displacement", 1.2,
+                    "--solver", "scipy", "-q", *flags)
+    assert result.exit_code == 0, result.output
+    expected = link_detections(io.read_table(tmp_path / "det.csv"), 1.2, solver="scipy", **options)
+    written = io.read_table(tmp_path / "tracks.csv")
+    np.testing.assert_array_equal(written["track_id"], expected["track_id"])
+    np.testing.assert_allclose(written["link_cost"], expected["link_cost"], equal_nan=True)
 
 
 def _bad_stack(tmp_path, kind):
@@ -163,7 +185,12 @@ def test_bad_parameters(simulated, tmp_path):
     result = invoke("run", stack, "-o", tmp_path / "t.csv", "--voxel-size", "1,2")
     assert result.exit_code == 2 and "Z,Y,X" in result.output
     result = invoke("run", stack, "-o", tmp_path / "t.csv", "--max-displacement", "-1")
-    assert result.exit_code == 1 and "positive" in result.output
+    assert result.exit_code == 2 and "--max-displacement" in result.output
+    result = invoke("run", stack, "-o", tmp_path / "t.csv", "--persistence", "1.5")
+    assert result.exit_code == 2 and "--persistence" in result.output
+    result = invoke("run", stack, "-o", tmp_path / "t.csv", "--max-gap", "-1")
+    assert result.exit_code == 2 and "--max-gap" in result.output
+    assert not (tmp_path / "t.csv").exists()
 
 
 def test_help_mentions_units():

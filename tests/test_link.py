@@ -35,8 +35,8 @@ def test_gate_and_appearance():
 
 def test_empty_frames_and_single_detection():
     detections = {"frame": np.array([0, 2, 3]), "z": np.zeros(3), "y": np.zeros(3), "x": np.array([0.0, 0.1, 0.2])}
-    tracks = link.link_detections(detections, 1.0, solver="scipy")
-    # Frame 1 is empty: the point of frame 0 cannot link to frame 2.
+    tracks = link.link_detections(detections, 1.0, max_gap=0, solver="scipy")
+    # Frame 1 is empty and gaps are not closed: frame 0 cannot link to frame 2.
     assert tracks["track_id"].tolist() == [0, 1, 1]
     none = link.link_detections({"frame": np.empty(0, int), "z": np.empty(0), "y": np.empty(0),
                                  "x": np.empty(0)}, 1.0)

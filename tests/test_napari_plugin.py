@@ -19,6 +19,7 @@ from tracker.io import read_table, write_table  # noqa: E402
 
 from napari_tracker._edits import OUTPUT_COLUMNS, squared_links  # noqa: E402
 from napari_tracker._reader import napari_get_reader  # noqa: E402
+from napari_tracker._widget import _camera  # noqa: E402
 from napari_tracker._writer import write_tracks  # noqa: E402
 
 pytestmark = pytest.mark.napari
@@ -276,7 +277,7 @@ def test_jump_to_track_moves_frame_and_camera(viewer, tracks_csv):
     review = review_of(viewer, open_tracks(viewer, tracks_csv))
     review.jump_to(2)
     assert viewer.dims.point[0] == 6
-    np.testing.assert_allclose(viewer.camera.center[-2:], (2.0, 8.0))
+    np.testing.assert_allclose(_camera(viewer).center[-2:], (2.0, 8.0))
     assert review.selected_track == 2
 
 

@@ -17,6 +17,7 @@ import click
 import numpy as np
 
 from . import __version__
+from .gaps import DEFAULT_GAP_PENALTY, DEFAULT_MAX_GAP
 from .io import InputError, read_stack, read_table, write_stack, write_table
 from .lap import available_solvers
 
@@ -95,6 +96,48 @@ class _Progress:
             self.bar = None
 
 
+def _linking_options(command):
+    """The linking options shared by ``track run`` and ``track link``.
+
+    They reach the command as one ``linking`` dict of keyword arguments for
+    :func:`tracker.link.link_detections`.
+    """
+    options = [
+        click.option("--max-displacement", type=click.FloatRange(min=0, min_open=True), default=1.0,
+                     show_default=True,
+                     help=f"Largest distance a particle moves between two frames, in {UM} (the gate)."),
+        click.option("--motion", type=click.Choice(["persistent", "none"]), default="persistent",
+                     show_default=True,
+                     help="'persistent': predict each particle from its last step times the persistence "
+                          "(estimated from the data); 'none': nearest-neighbour linking."),
+        click.option("--persistence", type=click.FloatRange(0, 1), default=None,
+                     help="Persistence of motion in [0, 1] (0 Brownian, 1 straight lines) "
+                          "[default: estimated from the data]."),
+        click.option("--adaptive-radius/--no-adaptive-radius", default=True, show_default=True,
+                     help="Search each particle's candidates within a radius fitted to its own motion "
+                          "(never beyond --max-displacement)."),
+        click.option("--max-gap", type=click.IntRange(min=0), default=DEFAULT_MAX_GAP, show_default=True,
+                     help="Close gaps of up to this many missing frames (0: off)."),
+        click.option("--gap-penalty", type=click.FloatRange(min=0), default=DEFAULT_GAP_PENALTY,
+                     show_default=True,
+                     help="Extra cost per missing frame of a gap-closing link, in squared standard "
+                          "deviations of the expected motion."),
+        click.option("--solver", type=click.Choice(available_solvers("gated")), default="auto",
+                     show_default=True, help="Assignment solver; 'auto' uses the GPU when present, else SciPy."),
+    ]
+    names = ("max_displacement", "motion", "persistence", "adaptive_radius", "max_gap", "gap_penalty", "solver")
+
+    @functools.wraps(command)
+    def wrapper(*args, **kwargs):
+        linking = {name: kwargs.pop(name) for name in names}
+        linking["max_displacement_um"] = linking.pop("max_displacement")
+        return command(*args, linking=linking, **kwargs)
+
+    for option in reversed(options):
+        wrapper = option(wrapper)
+    return wrapper
+
+
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="track")
 def main():
@@ -120,30 +163,27 @@ def main():
               help=f"Spot radius in {UM}: one value (isotropic) or Z,Y,X for an elongated PSF.")
 @click.option("--threshold", type=float, default=None,
               help="Detection threshold, in units of background noise (a signal-to-noise ratio) [default: 6].")
-@click.option("--max-displacement", type=float, default=1.0, show_default=True,
-              help=f"Largest distance a particle moves between two frames, in {UM}.")
-@click.option("--solver", type=click.Choice(available_solvers("gated")), default="auto", show_default=True,
-              help="Assignment solver; 'auto' uses the GPU when present, else SciPy.")
+@_linking_options
 @click.option("--device", type=click.Choice(["auto", "cpu", "gpu"]), default="auto", show_default=True,
               help="Where detection runs.")
 @click.option("--overwrite", is_flag=True, help="Replace existing output files.")
 @click.option("-q", "--quiet", is_flag=True, help="No progress bars or summary.")
 @_user_errors
-def run(stack, output, detections_path, voxel_size, axes, spot_radius, threshold, max_displacement,
-        solver, device, overwrite, quiet):
+def run(stack, output, detections_path, voxel_size, axes, spot_radius, threshold, linking, device,
+        overwrite, quiet):
     """Detect spots in every frame of STACK (a T,Z,Y,X TIFF) and link them into tracks.
 
     Writes a CSV with one row per tracked point: track_id, frame, z, y, x (µm),
-    intensity, quality and link_cost (µm², squared displacement of the link
-    into the point).
+    intensity, quality, link_cost (µm², squared distance of the point from
+    where its link predicted it) and link_confidence (0..1; sort by it to
+    review the least certain links first). Both are empty where a track
+    starts.
     """
     from .pipeline import track_stack
 
     output = output or stack.with_name(f"{stack.stem}_tracks.csv")
     for path in filter(None, (output, detections_path)):
         _check_output(path, overwrite)
-    if max_displacement <= 0:
-        raise InputError("--max-displacement must be positive")
     started = time.perf_counter()
     data = read_stack(stack, voxel_size=voxel_size, axes=axes)
     if not quiet:
@@ -151,9 +191,8 @@ def run(stack, output, detections_path, voxel_size, axes, spot_radius, threshold
             click.echo(f"note: {note}", err=True)
     progress = _Progress(enabled=not quiet)
     try:
-        result = track_stack(data, spot_radius_um=spot_radius, threshold=threshold,
-                             max_displacement_um=max_displacement, solver=solver, device=device,
-                             progress=progress)
+        result = track_stack(data, spot_radius_um=spot_radius, threshold=threshold, device=device,
+                             progress=progress, **linking)
     finally:
         progress.close()
     tracks = {k: v for k, v in result.tracks.items() if not k.endswith("_vox")}
@@ -175,26 +214,22 @@ def run(stack, output, detections_path, voxel_size, axes, spot_radius, threshold
 @click.argument("detections", type=click.Path(dir_okay=False, path_type=Path))
 @click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path), required=True,
               help="Tracks CSV to write.")
-@click.option("--max-displacement", type=float, default=1.0, show_default=True,
-              help=f"Largest distance a particle moves between two frames, in {UM}.")
-@click.option("--solver", type=click.Choice(available_solvers("gated")), default="auto", show_default=True)
+@_linking_options
 @click.option("--overwrite", is_flag=True, help="Replace an existing output file.")
 @click.option("-q", "--quiet", is_flag=True)
 @_user_errors
-def link(detections, output, max_displacement, solver, overwrite, quiet):
+def link(detections, output, linking, overwrite, quiet):
     """Link a detections table (CSV with columns frame, z, y, x in µm) into tracks."""
     from .link import link_detections
 
     _check_output(output, overwrite)
-    if max_displacement <= 0:
-        raise InputError("--max-displacement must be positive")
     table = read_table(detections, required=("frame", "z", "y", "x"))
     for name in ("z", "y", "x"):
         if not np.isfinite(table[name]).all():
             raise InputError(f"{detections}: column {name!r} has missing or non-finite values")
     progress = _Progress(enabled=not quiet)
     try:
-        tracks = link_detections(table, max_displacement, solver=solver, progress=progress)
+        tracks = link_detections(table, progress=progress, **linking)
     finally:
         progress.close()
     write_table(output, tracks, overwrite=overwrite)

@@ -17,6 +17,7 @@ from .backend import resolve_device
 from .costs import DEFAULT_NO_LINK_FACTOR
 from .detect import detect_spots
 from .io import InputError, Stack, as_stack
+from .gaps import DEFAULT_GAP_PENALTY, DEFAULT_MAX_GAP
 from .link import link_detections
 from .tables import Table, concat_tables, empty_detections
 
@@ -82,6 +83,11 @@ def track_stack(
     threshold: float | None = None,
     max_displacement_um: float = DEFAULT_MAX_DISPLACEMENT_UM,
     no_link_factor: float = DEFAULT_NO_LINK_FACTOR,
+    motion: str = "persistent",
+    persistence: float | None = None,
+    adaptive_radius: bool = True,
+    max_gap: int = DEFAULT_MAX_GAP,
+    gap_penalty: float = DEFAULT_GAP_PENALTY,
     solver: str = "auto",
     device: str = "auto",
     progress: ProgressCallback | None = None,
@@ -102,6 +108,9 @@ def track_stack(
         Largest displacement of a particle between frames (µm).
     no_link_factor : float
         "No link" cost as a multiple of the largest candidate link cost.
+    motion, persistence, adaptive_radius, max_gap, gap_penalty
+        Motion prediction, per-particle search radius and gap closing; see
+        :func:`tracker.link.link_detections`.
     solver : str
         Assignment solver name, or ``"auto"``.
     device : {"auto", "cpu", "gpu"}
@@ -120,7 +129,9 @@ def track_stack(
     timings["detect"] = time.perf_counter() - start
     start = time.perf_counter()
     tracks = link_detections(
-        detections, max_displacement_um, no_link_factor=no_link_factor, solver=solver, progress=progress
+        detections, max_displacement_um, no_link_factor=no_link_factor, motion=motion,
+        persistence=persistence, adaptive_radius=adaptive_radius, max_gap=max_gap,
+        gap_penalty=gap_penalty, solver=solver, progress=progress,
     )
     timings["link"] = time.perf_counter() - start
     return TrackingResult(detections, tracks, stack.voxel_size, timings)

@@ -75,6 +75,13 @@ SELECTION_COLOUR = "#ffff00"
 # =========================================================================== review logic
 
 
+
+def _camera(viewer):
+    """The viewer's camera (``viewer.scene.camera`` from napari 0.9, ``viewer.camera`` before)."""
+    scene = getattr(viewer, "scene", None)
+    return scene.camera if scene is not None and hasattr(scene, "camera") else viewer.camera
+
+
 class TrackReview:
     """Review and correction of one Tracks layer in ``viewer``.
 
@@ -232,7 +239,7 @@ class TrackReview:
                 direction = direction / norm
                 offset = offset - np.outer(offset @ direction, direction)
         distance = np.linalg.norm(offset, axis=1)
-        tolerance = PICK_TOLERANCE_PX / max(float(self.viewer.camera.zoom), 1e-12)
+        tolerance = PICK_TOLERANCE_PX / max(float(_camera(self.viewer).zoom), 1e-12)
         tail = int(getattr(self.layer, "tail_length", 30))
         for candidates in (frames == frame_now, (frames <= frame_now) & (frames >= frame_now - tail)):
             index = np.flatnonzero(candidates & (distance <= tolerance))
@@ -293,7 +300,7 @@ class TrackReview:
         self.viewer.dims.set_point(0, t)
         if self.viewer.dims.ndisplay == 2 and self.viewer.dims.ndim >= 4:
             self.viewer.dims.set_point(1, zyx[0])
-        self.viewer.camera.center = tuple(zyx)
+        _camera(self.viewer).center = tuple(zyx)
         self.select(track_id, row)
 
     def _show_selection(self) -> None:

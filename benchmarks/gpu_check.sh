@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# One call on a GPU machine: the GPU tests, the benchmarks, and a short summary table last.
+#
+#   bash benchmarks/gpu_check.sh [--quick] [OUT_DIR]
+#
+# --quick: dense LAP at n = 1000, 4096; sparse gated at 10k, 100k nodes; a 20-frame 32×256×256
+# pipeline. Without it: the issues' full sizes (takes longer than one 10-minute device call; run the
+# pieces separately there). Markdown reports and logs go to OUT_DIR (default: $OUT, else
+# benchmarks/results/latest). Runs from a checkout without installing (PYTHONPATH).
+set -uo pipefail
+cd "$(dirname "$0")/.."
+export PYTHONPATH="$PWD:$PWD/plugins${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
+
+quick=""
+if [ "${1:-}" = "--quick" ]; then quick="--quick"; shift; fi
+out_dir="${1:-${OUT:-benchmarks/results/latest}}"
+mkdir -p "$out_dir"
+
+echo "== GPU tests"
+python3 -m pytest -q -m gpu -p no:cacheprovider tests 2>&1 | tee "$out_dir/gpu_tests.log" | tail -n 30
+
+echo "== dense and sparse LAP benchmark"
+python3 benchmarks/lap_bench.py $quick --markdown "$out_dir/lap_bench.md" > "$out_dir/lap_bench.log" 2>&1 \
+    || echo "lap_bench failed (see $out_dir/lap_bench.log)"
+
+echo "== end-to-end pipeline benchmark"
+if [ -n "$quick" ]; then
+    pipeline_args=(--frames 20 --shape 32,256,256 --particles 1000 --cpu-frames 3)
+else
+    pipeline_args=(--frames 100 --shape 64,512,512 --particles 5000 --cpu-frames 3)
+fi
+python3 benchmarks/pipeline_bench.py "${pipeline_args[@]}" --markdown "$out_dir/pipeline.md" \
+    > "$out_dir/pipeline.log" 2>&1 || echo "pipeline_bench failed (see $out_dir/pipeline.log)"
+
+python3 benchmarks/gpu_summary.py "$out_dir"

@@ -184,6 +184,10 @@ def main(argv=None):
                                           reps if n < 8192 else 1, 0)
                     ok = None if ref is None else objective_ok(cost, r_g.get(), c_g.get(), ref, integral)
                     note = ""
+                    if ok is False and not _SOLVERS[name].exact:
+                        # A heuristic (DGS): report its optimality gap, not a failure.
+                        gap = (float(cost[r_g.get(), c_g.get()].sum()) - ref) / max(abs(ref), 1e-300)
+                        ok, note = None, f"heuristic: {100 * gap:.3f} % above optimal"
                 except Exception as error:  # report, keep going
                     t_dev = t_x = ok = None
                     note = f"error: {type(error).__name__}: {error}"[:120]

@@ -193,3 +193,13 @@ def test_gated_validation():
 def test_available_solvers_lists_scipy_and_auto():
     names = lap.available_solvers()
     assert names[0] == "auto" and "scipy" in names
+
+
+@pytest.mark.parametrize("n_rows, asked", [(100, "scipy"), (lap.AUTO_GPU_MIN_GATED_ROWS, "auto")])
+def test_auto_keeps_small_gated_numpy_problems_on_the_cpu(monkeypatch, n_rows, asked):
+    seen = []
+    real = lap.get_solver
+    monkeypatch.setattr(lap, "get_solver", lambda name, kind: seen.append(name) or real(name, kind))
+    rows = cols = np.arange(n_rows)
+    lap.solve_gated(rows, cols, np.ones(n_rows), (n_rows, n_rows), 5.0, solver="auto")
+    assert seen == [asked]

@@ -226,6 +226,17 @@ def test_widget_runs_tracking_and_adds_layers(viewer, qtbot):
     assert widget.review.selected_track == model.track_at(0)
 
 
+def test_widget_linking_options_reach_the_tracker(viewer):
+    from napari_tracker._widget import TrackerWidget
+
+    widget = TrackerWidget(viewer)
+    assert widget.parameters()["motion"] == "persistent" and widget.parameters()["max_gap"] == 2
+    widget.predict_motion.setChecked(False)
+    widget.max_gap.setValue(0)
+    params = widget.parameters()
+    assert (params["motion"], params["adaptive_radius"], params["max_gap"]) == ("none", False, 0)
+
+
 def test_widget_reports_bad_input_without_crashing(viewer, qtbot):
     from napari_tracker._widget import TrackerWidget
 

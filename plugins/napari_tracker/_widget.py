@@ -26,6 +26,7 @@ import numpy as np
 from qtpy.QtCore import QAbstractTableModel, QModelIndex, QObject, Qt, Signal
 from qtpy.QtWidgets import (
     QAbstractItemView,
+    QCheckBox,
     QComboBox,
     QDoubleSpinBox,
     QFileDialog,
@@ -37,6 +38,7 @@ from qtpy.QtWidgets import (
     QLabel,
     QProgressBar,
     QPushButton,
+    QSpinBox,
     QTableView,
     QVBoxLayout,
     QWidget,
@@ -577,6 +579,7 @@ class TrackerWidget(QWidget):
     def __init__(self, napari_viewer: napari.Viewer, parent=None):
         super().__init__(parent)
         from tracker.backend import gpu_available
+        from tracker.gaps import DEFAULT_MAX_GAP
         from tracker.lap import available_solvers
         from tracker.pipeline import DEFAULT_MAX_DISPLACEMENT_UM, DEFAULT_SPOT_RADIUS_UM
 
@@ -610,6 +613,16 @@ class TrackerWidget(QWidget):
         form.addRow("Threshold (× noise)", self.threshold)
         self.max_displacement = _spin(DEFAULT_MAX_DISPLACEMENT_UM, 0.01, 1000.0, 0.1)
         form.addRow("Max displacement (µm)", self.max_displacement)
+        self.predict_motion = QCheckBox("predict from recent motion")
+        self.predict_motion.setChecked(True)
+        self.predict_motion.setToolTip("Persistence-aware prediction and a per-particle search radius; "
+                                       "off: nearest-neighbour linking.")
+        form.addRow("Motion", self.predict_motion)
+        self.max_gap = QSpinBox()
+        self.max_gap.setRange(0, 20)
+        self.max_gap.setValue(DEFAULT_MAX_GAP)
+        self.max_gap.setToolTip("Close gaps of up to this many missing frames (0: off).")
+        form.addRow("Max gap (frames)", self.max_gap)
         self.solver = QComboBox()
         self.solver.addItems(available_solvers("gated"))
         form.addRow("Solver", self.solver)
@@ -822,6 +835,9 @@ class TrackerWidget(QWidget):
             "spot_radius_um": tuple(box.value() for box in self.spot_radius),
             "threshold": None if threshold == self.threshold.minimum() else threshold,
             "max_displacement_um": self.max_displacement.value(),
+            "motion": "persistent" if self.predict_motion.isChecked() else "none",
+            "adaptive_radius": self.predict_motion.isChecked(),
+            "max_gap": self.max_gap.value(),
             "solver": self.solver.currentText(),
             "device": self.device.currentText(),
         }

@@ -25,6 +25,21 @@ def _geometric(n, rng):
     return np.linalg.norm(a[:, None] - b[None], axis=2)
 
 
+def _jittered(n, rng, jitter=0.3):
+    """Squared distances between a 3D cloud (density 1) and a jittered, shuffled copy (tracking-like)."""
+    a = rng.random((n, 3)) * n ** (1 / 3)
+    b = (a + rng.normal(0, jitter, a.shape))[rng.permutation(n)]
+    return ((a[:, None] - b[None]) ** 2).sum(axis=2)
+
+
+def _max_pair_gain(cost, rows, cols):
+    """Largest objective decrease from swapping the columns of two rows (<= 0: 2-exchange optimal)."""
+    cur = cost[rows, cols]
+    swapped = cost[rows[:, None], cols[None, :]] + cost[rows[None, :], cols[:, None]]
+    gains = cur[:, None] + cur[None, :] - swapped
+    return gains.max()
+
+
 @pytest.mark.gpu
 @pytest.mark.parametrize("n", [2, 3, 17, 256, 1024])
 def test_valid_assignment_and_small_gap_geometric(n, rng):
@@ -43,11 +58,8 @@ def test_is_two_exchange_optimal(rng):
     cost = rng.random((n, n))
     rows, cols = lap.linear_sum_assignment(cost, solver="dgs")
     assert not dgs.LAST_STATS["timed_out"]
-    cur = cost[rows, cols]
     # no pair of rows gains by swapping their columns
-    swapped = cost[rows[:, None], cols[None, :]] + cost[rows[None, :], cols[:, None]]
-    gains = cur[:, None] + cur[None, :] - swapped
-    assert gains.max() <= 1e-9
+    assert _max_pair_gain(cost, rows, cols) <= 1e-9
 
 
 @pytest.mark.gpu
@@ -72,3 +84,65 @@ def test_forbidden_entries_and_time_limit(rng, monkeypatch):
     monkeypatch.setattr(dgs, "TIME_LIMIT_S", 0.0)
     rows, cols = lap.linear_sum_assignment(_geometric(300, rng), solver="dgs")
     assert len(np.unique(cols)) == 300
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("n", [512, 2048])
+def test_jittered_3d_within_one_percent_and_two_exchange_optimal(n, rng):
+    from tracker.lap import dgs
+
+    cost = _jittered(n, rng)
+    rows, cols = lap.linear_sum_assignment(cost, solver="dgs")
+    assert np.array_equal(rows, np.arange(n)) and len(np.unique(cols)) == n
+    stats = dict(dgs.LAST_STATS)
+    assert stats["converged"] and not stats["timed_out"]
+    total = cost[rows, cols].sum()
+    assert total <= stats["init_objective"] * (1 + 1e-12)  # never worse than the start
+    assert _max_pair_gain(cost, rows, cols) <= 1e-9 * cost.max()
+    opt = cost[scipy.optimize.linear_sum_assignment(cost)].sum()
+    assert total <= opt * 1.01
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("init", ["sinkhorn", "greedy", "auction", "identity"])
+def test_every_start_valid_no_worse_and_two_exchange_optimal(init, rng):
+    import cupy
+
+    from tracker.lap import dgs
+
+    n = 150
+    cost = _geometric(n, rng)
+    tau = dgs.solve(cupy.asarray(cost), init=init).get()
+    assert len(np.unique(tau)) == n and tau.min() >= 0 and tau.max() < n
+    stats = dict(dgs.LAST_STATS)
+    assert stats["init"] == init and stats["converged"]
+    total = cost[np.arange(n), tau].sum()
+    assert abs(total - stats["objective"]) <= 1e-9 * total
+    assert total <= stats["init_objective"] * (1 + 1e-12)
+    assert _max_pair_gain(cost, np.arange(n), tau) <= 1e-9 * cost.max()
+
+
+@pytest.mark.gpu
+def test_greedy_start_is_a_permutation_when_capped(rng, monkeypatch):
+    import cupy
+
+    from tracker.lap import dgs
+
+    monkeypatch.setattr(dgs, "GREEDY_ROUNDS", 1)  # leftovers are paired in order
+    cost = rng.random((300, 300))
+    tau = dgs.solve(cupy.asarray(cost), init="greedy").get()
+    assert len(np.unique(tau)) == 300
+
+
+@pytest.mark.gpu
+def test_large_rows_without_shared_memory(rng):
+    """n > 6144: the row does not fit in shared memory; evaluation reads it from global memory."""
+    import cupy
+
+    from tracker.lap import dgs
+
+    n = 6200
+    cost = cupy.asarray(rng.random((n, n)))
+    tau = dgs.solve(cost).get()
+    assert len(np.unique(tau)) == n
+    assert dgs.LAST_STATS["objective"] <= dgs.LAST_STATS["init_objective"]

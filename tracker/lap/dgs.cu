@@ -1,53 +1,189 @@
 // Deep Greedy Switching (Roverso et al. 2010) on the GPU, for square dense
-// min-cost problems (float64).
+// min-cost problems, with a cheap start (dgs.py drives the kernels).
 //
-// One round: difference evaluation (one warp per agent: the best 2-exchange
-// with every other agent), conflict check (each proposal claims both agents
-// with a packed (gain, proposer) atomicMax; a proposal survives only if it
-// holds both claims, so surviving 2-exchanges are disjoint and include the
-// best one), and parallel switching of the survivors. Each survivor improves
-// the objective by exactly its gain because disjoint exchanges do not
-// interact. Agent difference evaluation covers every 2-exchange (the job view
-// of the paper enumerates the same exchanges).
+// Start (float32 copy of the cost scaled to [0, 1]):
+//   sk_lse       one log-domain Sinkhorn half-step (one warp per row):
+//                out[i] = -e log sum_j exp(-(c[i,j] - other[j]) / e); run on
+//                the matrix and its transpose with e annealed, it gives
+//                approximate dual prices u, v.
+//   gr_propose / gr_accept
+//                one round of parallel greedy on the reduced cost
+//                c[i,j] - u[i] - v[j] (u = v = 0: plain greedy): every free
+//                row proposes its cheapest free column, every column keeps
+//                its cheapest proposer (atomicMin of a packed (key, row)).
+// Switching (float64, the original cost), one round =
+//   dgs_eval     agent difference evaluation, one block per row i: the best
+//                2-exchange with any other row k,
+//                gain(i,k) = c[i,ti] + c[k,tk] - c[i,tk] - c[k,ti]
+//                (row i staged in shared memory when it fits, column ti read
+//                contiguously from the transpose);
+//   dgs_select   conflict check: each proposal claims both rows with a packed
+//                (gain, proposer) atomicMax; a proposal survives only if it
+//                holds both claims, so the survivors are disjoint and include
+//                the round's best exchange;
+//   dgs_apply    parallel switching of the survivors (each improves the
+//                objective by exactly its gain: disjoint exchanges do not
+//                interact);
+//   dgs_check    one thread: counts the round, sets `done` when nothing was
+//                applied. Every kernel returns at once once `done` is set, so
+//                the host can queue several rounds between synchronisations.
+// The job difference evaluation of the paper enumerates the same 2-exchanges
+// (the pair of jobs of two agents), so agent evaluation alone is complete.
 
 typedef unsigned long long u64;
 
-extern "C" __global__ void dgs_eval(int n, const double* __restrict__ cost, const double* __restrict__ cost_t,
-                                    const int* __restrict__ tau, const int* __restrict__ sigma,
-                                    const double* __restrict__ cur, double* gain, int* partner, u64* claim,
-                                    double tol) {
+#define INT_BIG 0x7fffffff
+
+// ---------------------------------------------------------------- Sinkhorn
+
+extern "C" __global__ void sk_lse(int n, const float* __restrict__ c, const float* __restrict__ other,
+                                  float* __restrict__ out, float e) {
+    int lane = threadIdx.x & 31;
+    int warp = (blockIdx.x * blockDim.x + threadIdx.x) >> 5;
+    int nwarps = (gridDim.x * blockDim.x) >> 5;
+    float inv_e = 1.0f / e;
+    for (int i = warp; i < n; i += nwarps) {
+        const float* row = c + (long long)i * n;
+        float m = __int_as_float(0x7f800000);  // +inf
+        float s = 0.0f;
+        for (int j = lane; j < n; j += 32) {
+            float x = row[j] - other[j];
+            if (x < m) {
+                s = s * __expf((x - m) * inv_e) + 1.0f;
+                m = x;
+            } else {
+                s += __expf((m - x) * inv_e);
+            }
+        }
+        for (int off = 16; off > 0; off >>= 1) {
+            float om = __shfl_xor_sync(0xffffffffu, m, off);
+            float os = __shfl_xor_sync(0xffffffffu, s, off);
+            float nm = fminf(m, om);
+            float a = s > 0.0f ? s * __expf((nm - m) * inv_e) : 0.0f;
+            float b = os > 0.0f ? os * __expf((nm - om) * inv_e) : 0.0f;
+            m = nm;
+            s = a + b;
+        }
+        if (lane == 0) out[i] = m - e * __logf(s);
+    }
+}
+
+// ------------------------------------------------------------------ greedy
+
+__device__ __forceinline__ unsigned ord_f32(float x) {  // unsigned order = float order
+    unsigned b = __float_as_uint(x);
+    return (b & 0x80000000u) ? ~b : (b | 0x80000000u);
+}
+
+extern "C" __global__ void gr_propose(int n, const float* __restrict__ c, const float* __restrict__ u,
+                                      const float* __restrict__ v, const int* __restrict__ tau,
+                                      const int* __restrict__ sig, u64* colkey) {
     int lane = threadIdx.x & 31;
     int warp = (blockIdx.x * blockDim.x + threadIdx.x) >> 5;
     int nwarps = (gridDim.x * blockDim.x) >> 5;
     for (int i = warp; i < n; i += nwarps) {
-        int a = tau[i];
-        double cia = cur[i];
-        const double* row = cost + (long long)i * n;
-        const double* col_a = cost_t + (long long)a * n;  // cost[., a]
-        double best = tol;
-        int best_b = 0x7fffffff;
-        for (int b = lane; b < n; b += 32) {
-            int ip = sigma[b];
-            double d = cia + cur[ip] - row[b] - col_a[ip];
-            if (b != a && d > best) {
-                best = d;
-                best_b = b;
+        if (tau[i] >= 0) continue;
+        const float* row = c + (long long)i * n;
+        float best = __int_as_float(0x7f800000);
+        int bj = INT_BIG;
+        for (int j = lane; j < n; j += 32) {
+            if (sig[j] >= 0) continue;
+            float x = row[j] - v[j];
+            if (x < best || (x == best && j < bj)) {
+                best = x;
+                bj = j;
             }
         }
         for (int off = 16; off > 0; off >>= 1) {
-            double od = __shfl_xor_sync(0xffffffffu, best, off);
-            int ob = __shfl_xor_sync(0xffffffffu, best_b, off);
-            if (od > best || (od == best && ob < best_b)) {
-                best = od;
-                best_b = ob;
+            float ob = __shfl_xor_sync(0xffffffffu, best, off);
+            int oj = __shfl_xor_sync(0xffffffffu, bj, off);
+            if (ob < best || (ob == best && oj < bj)) {
+                best = ob;
+                bj = oj;
+            }
+        }
+        if (lane == 0 && bj != INT_BIG) {
+            u64 key = ((u64)ord_f32(best - u[i]) << 32) | (unsigned)i;
+            atomicMin(&colkey[bj], key);
+        }
+    }
+}
+
+extern "C" __global__ void gr_accept(int n, u64* colkey, int* tau, int* sig, int* count) {
+    for (int j = blockIdx.x * blockDim.x + threadIdx.x; j < n; j += gridDim.x * blockDim.x) {
+        u64 key = colkey[j];
+        if (key == ~0ull) continue;
+        int i = (int)(key & 0xffffffffu);
+        tau[i] = j;
+        sig[j] = i;
+        colkey[j] = ~0ull;
+        atomicAdd(count, 1);
+    }
+}
+
+// --------------------------------------------------------------- switching
+
+extern "C" __global__ void dgs_eval(int n, const double* __restrict__ cost, const double* __restrict__ cost_t,
+                                    const int* __restrict__ tau, const double* __restrict__ cur, double* gain,
+                                    int* partner, u64* claim, double tol, int use_smem,
+                                    const int* __restrict__ done) {
+    if (*done) return;
+    extern __shared__ double srow[];
+    __shared__ double red_g[32];
+    __shared__ int red_k[32];
+    int tid = threadIdx.x, lane = tid & 31, wid = tid >> 5, nw = blockDim.x >> 5;
+    for (int i = blockIdx.x; i < n; i += gridDim.x) {
+        const double* row = cost + (long long)i * n;
+        if (use_smem) {
+            for (int j = tid; j < n; j += blockDim.x) srow[j] = row[j];
+            __syncthreads();
+        }
+        int a = tau[i];
+        double ci = cur[i];
+        const double* col_a = cost_t + (long long)a * n;  // cost[., a]
+        double best = tol;
+        int bk = INT_BIG;
+        for (int k = tid; k < n; k += blockDim.x) {
+            int b = tau[k];
+            double cib = use_smem ? srow[b] : row[b];
+            double d = ci + cur[k] - cib - col_a[k];
+            if (d > best && k != i) {
+                best = d;
+                bk = k;
+            }
+        }
+        for (int off = 16; off > 0; off >>= 1) {
+            double og = __shfl_xor_sync(0xffffffffu, best, off);
+            int ok = __shfl_xor_sync(0xffffffffu, bk, off);
+            if (og > best || (og == best && ok < bk)) {
+                best = og;
+                bk = ok;
             }
         }
         if (lane == 0) {
-            bool found = best_b != 0x7fffffff;
-            gain[i] = found ? best : 0.0;
-            partner[i] = found ? sigma[best_b] : -1;
-            claim[i] = 0ull;
+            red_g[wid] = best;
+            red_k[wid] = bk;
         }
+        __syncthreads();
+        if (wid == 0) {
+            best = lane < nw ? red_g[lane] : tol;
+            bk = lane < nw ? red_k[lane] : INT_BIG;
+            for (int off = 16; off > 0; off >>= 1) {
+                double og = __shfl_xor_sync(0xffffffffu, best, off);
+                int ok = __shfl_xor_sync(0xffffffffu, bk, off);
+                if (og > best || (og == best && ok < bk)) {
+                    best = og;
+                    bk = ok;
+                }
+            }
+            if (lane == 0) {
+                bool found = bk != INT_BIG;
+                gain[i] = found ? best : 0.0;
+                partner[i] = found ? bk : -1;
+                claim[i] = 0ull;
+            }
+        }
+        __syncthreads();  // shared row and reduction slots are reused by the next row
     }
 }
 
@@ -56,7 +192,9 @@ __device__ __forceinline__ u64 dgs_key(double gain, int i) {
     return ((u64)__float_as_uint(g) << 32) | (unsigned)i;
 }
 
-extern "C" __global__ void dgs_select(int n, const double* gain, const int* partner, u64* claim) {
+extern "C" __global__ void dgs_select(int n, const double* gain, const int* partner, u64* claim,
+                                      const int* done) {
+    if (*done) return;
     for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) {
         int p = partner[i];
         if (p < 0) continue;
@@ -67,8 +205,9 @@ extern "C" __global__ void dgs_select(int n, const double* gain, const int* part
 }
 
 extern "C" __global__ void dgs_apply(int n, const double* __restrict__ cost, const double* gain,
-                                     const int* partner, const u64* claim, int* tau, int* sigma, double* cur,
-                                     int* applied) {
+                                     const int* partner, const u64* claim, int* tau, double* cur, int* applied,
+                                     const int* done) {
+    if (*done) return;
     for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) {
         int p = partner[i];
         if (p < 0) continue;
@@ -77,10 +216,18 @@ extern "C" __global__ void dgs_apply(int n, const double* __restrict__ cost, con
         int a = tau[i], b = tau[p];
         tau[i] = b;
         tau[p] = a;
-        sigma[a] = p;
-        sigma[b] = i;
         cur[i] = cost[(long long)i * n + b];
         cur[p] = cost[(long long)p * n + a];
         atomicAdd(applied, 1);
     }
+}
+
+// stats[0] = rounds run, stats[1] = exchanges applied
+extern "C" __global__ void dgs_check(int* applied, int* done, long long* stats) {
+    if (*done) return;
+    int a = *applied;
+    stats[0] += 1;
+    stats[1] += a;
+    if (a == 0) *done = 1;
+    *applied = 0;
 }

@@ -4,13 +4,34 @@ Roverso, El-Beltagy, Haridi & Schubert (2010): from an initial assignment,
 repeatedly evaluate for every agent the best 2-exchange with another agent,
 drop conflicting exchanges, apply the rest in parallel, and stop when no
 exchange improves the objective or the time limit is reached (``dgs.cu``).
+The switching loop stays on the device: the host queues ``CHECK_EVERY``
+rounds between synchronisations and the kernels skip themselves once a
+round applied nothing.
 
-The initial assignment comes from a coarse auction (the first epsilon-scaling
-phases of :mod:`tracker.lap.auction`, stopped at ``eps = range / (INIT_EPS_DIVISOR * n)``),
-which is much better than the random or greedy starts of the paper and cheap
-on the GPU. The result is 2-exchange optimal (no pair of rows can swap columns
-profitably) but not necessarily optimal: use ``"auction"`` or the Hungarian
-solvers when optimality matters. ``auto`` never picks this solver.
+Initial assignment (``init=``):
+
+``"sinkhorn"`` (default)
+    ``SINKHORN_ITERS`` log-domain Sinkhorn half-step pairs on a float32 copy
+    of the cost scaled to [0, 1], the temperature annealed geometrically from
+    ``SINKHORN_EPS0`` to ``SINKHORN_EPS1 / n``, give approximate dual prices
+    ``u, v``; then the parallel greedy below on the reduced cost
+    ``c - u - v``. A few milliseconds at n = 4096, and a much better start
+    than the plain greedy (the 2-exchange local optimum it leads to is
+    closer to the optimum).
+``"greedy"``
+    The paper's greedy start, in parallel: every free row proposes its
+    cheapest free column, every column keeps its cheapest proposer; repeated
+    (at most ``GREEDY_ROUNDS`` rounds, the rest paired in index order).
+``"auction"``
+    The first epsilon-scaling phases of the dense auction of
+    :mod:`tracker.lap.auction` (``eps = range / (INIT_EPS_DIVISOR * n)``):
+    near-optimal starts but far slower than the exact Hungarian solvers on
+    dense classes.
+
+The result is 2-exchange optimal (no pair of rows can swap columns
+profitably, evaluated in float64 on the original cost) unless the time
+limit or the round cap stopped it, but not necessarily optimal: use the
+Hungarian solvers when optimality matters. ``auto`` never picks this solver.
 
 Forbidden (``inf``) entries are replaced by a large finite cost; if the
 heuristic ends on one of them the front-end reports the problem infeasible
@@ -26,11 +47,23 @@ import numpy as np
 from ._registry import Solver, register_solver
 
 TIME_LIMIT_S = 2.0
-"""Wall-clock limit of the switching phase (seconds); the best assignment so far is returned."""
+"""Wall-clock limit of the whole solve (seconds); the best assignment so far is returned."""
+INIT = "sinkhorn"
+"""Default start: ``"sinkhorn"``, ``"greedy"`` or ``"auction"``."""
+SINKHORN_ITERS = 200
+"""Sinkhorn iterations (each a row and a column half-step) of the ``"sinkhorn"`` start."""
+SINKHORN_EPS0 = 0.1
+"""First Sinkhorn temperature (the cost is scaled to [0, 1])."""
+SINKHORN_EPS1 = 0.01
+"""Last Sinkhorn temperature times n."""
+GREEDY_ROUNDS = 64
+"""Cap on parallel greedy rounds; rows still free after it are paired with the free columns in order."""
 INIT_EPS_DIVISOR = 4
-"""The initial auction stops at ``eps = (cost range) / (INIT_EPS_DIVISOR * n)`` in integer units."""
+"""``init="auction"``: the auction stops at ``eps = (cost range) / (INIT_EPS_DIVISOR * n)`` in integer units."""
 MAX_ROUNDS = 100_000
 """Cap on switching rounds."""
+CHECK_EVERY = 4
+"""Switching rounds queued between two host synchronisations."""
 
 LAST_STATS: dict = {}
 
@@ -39,65 +72,130 @@ def _kernels():
     from ._cuda import load_module
 
     module = load_module("dgs.cu")
-    return {name: module.get_function(name) for name in ("dgs_eval", "dgs_select", "dgs_apply")}
+    names = ("sk_lse", "gr_propose", "gr_accept", "dgs_eval", "dgs_select", "dgs_apply", "dgs_check")
+    return {name: module.get_function(name) for name in names}
 
 
-def solve(cost, *, time_limit: float = None, init: str = "auction"):
+def _warp_grid(n, sms):
+    return (max(1, min(-(-n * 32 // 256), sms * 16)),)
+
+
+def _greedy(k, cf, u, v, sms):
+    """Parallel greedy on ``cf - u - v`` (float32, square); returns the column of each row (int32)."""
+    import cupy
+
+    n = cf.shape[0]
+    n32 = np.int32(n)
+    tau = cupy.full(n, -1, dtype=np.int32)
+    sig = cupy.full(n, -1, dtype=np.int32)
+    colkey = cupy.full(n, np.iinfo(np.uint64).max, dtype=np.uint64)
+    count = cupy.zeros(1, dtype=np.int32)
+    thread_grid = (max(1, min(-(-n // 256), sms * 16)),)
+    rounds = 0
+    while rounds < GREEDY_ROUNDS:
+        for _ in range(4):
+            k["gr_propose"](_warp_grid(n, sms), (256,), (n32, cf, u, v, tau, sig, colkey))
+            k["gr_accept"](thread_grid, (256,), (n32, colkey, tau, sig, count))
+            rounds += 1
+        if int(count[0]) == n:
+            break
+    if int(count[0]) < n:
+        free_rows = cupy.nonzero(tau < 0)[0]
+        free_cols = cupy.nonzero(sig < 0)[0]
+        tau[free_rows] = free_cols.astype(np.int32)
+    return tau, rounds
+
+
+def _start(k, cost, init, sms):
+    """Initial assignment (int32 column of each row) and a stats dict."""
+    import cupy
+
+    n = cost.shape[0]
+    if init == "auction":
+        from . import auction
+
+        tau = auction.dense_square_int(
+            cost, stop_eps=lambda max_cost: max(1, max_cost // (INIT_EPS_DIVISOR * n))
+        )[0]
+        return tau.astype(np.int32), {}
+    if init == "identity":
+        return cupy.arange(n, dtype=np.int32), {}
+    if init not in ("sinkhorn", "greedy"):
+        raise ValueError(f"unknown init {init!r}")
+    lo, hi = float(cost.min()), float(cost.max())
+    cf = ((cost - lo) * (1.0 / (hi - lo) if hi > lo else 1.0)).astype(np.float32)
+    u = cupy.zeros(n, dtype=np.float32)
+    v = cupy.zeros(n, dtype=np.float32)
+    stats = {}
+    if init == "sinkhorn" and SINKHORN_ITERS > 0:
+        cf_t = cupy.ascontiguousarray(cf.T)
+        n32 = np.int32(n)
+        e0, e1 = float(SINKHORN_EPS0), float(SINKHORN_EPS1) / n
+        iters = int(SINKHORN_ITERS)
+        for t in range(iters):
+            e = np.float32(e0 * (e1 / e0) ** (t / max(1, iters - 1)))
+            k["sk_lse"](_warp_grid(n, sms), (256,), (n32, cf, v, u, e))
+            k["sk_lse"](_warp_grid(n, sms), (256,), (n32, cf_t, u, v, e))
+        del cf_t
+        stats["sinkhorn_iters"] = iters
+    tau, rounds = _greedy(k, cf, u, v, sms)
+    stats["greedy_rounds"] = rounds
+    return tau, stats
+
+
+def solve(cost, *, time_limit: float = None, init: str = None):
     """DGS on a finite square CuPy ``(n, n)`` float64 matrix; returns the column of each row (int64)."""
     import cupy
 
-    from . import auction
-
     time_limit = TIME_LIMIT_S if time_limit is None else float(time_limit)
+    init = INIT if init is None else init
     start = time.perf_counter()
     cost = cupy.ascontiguousarray(cupy.asarray(cost, dtype=np.float64))
     n = cost.shape[0]
     if n <= 1:
         return cupy.zeros(n, dtype=np.int64)
-    if init == "auction":
-        tau = auction.dense_square_int(
-            cost, stop_eps=lambda max_cost: max(1, max_cost // (INIT_EPS_DIVISOR * n))
-        )[0]
-    elif init == "identity":
-        tau = cupy.arange(n, dtype=np.int64)
-    else:
-        raise ValueError(f"unknown init {init!r}")
-    t_init = time.perf_counter() - start
-    tau = tau.astype(np.int32)
-    sigma = cupy.empty(n, dtype=np.int32)
-    sigma[tau] = cupy.arange(n, dtype=np.int32)
-    cost_t = cupy.ascontiguousarray(cost.T)
+    k = _kernels()
+    sms = cupy.cuda.Device().attributes["MultiProcessorCount"]
+    tau, init_stats = _start(k, cost, init, sms)
     rows = cupy.arange(n)
     cur = cost[rows, tau]
+    init_objective = float(cur.sum())
+    t_init = time.perf_counter() - start
+    cost_t = cupy.ascontiguousarray(cost.T)
     gain = cupy.zeros(n, dtype=np.float64)
     partner = cupy.full(n, -1, dtype=np.int32)
     claim = cupy.zeros(n, dtype=np.uint64)
     applied = cupy.zeros(1, dtype=np.int32)
-    scale = float(cupy.abs(cost).max())
+    done = cupy.zeros(1, dtype=np.int32)
+    counters = cupy.zeros(2, dtype=np.int64)
+    scale = max(abs(float(cost.min())), abs(float(cost.max())))
     tol = np.float64(max(scale * 1e-13, 1e-300))
-    k = _kernels()
-    sms = cupy.cuda.Device().attributes["MultiProcessorCount"]
-    warp_blocks = max(1, min(-(-n * 32 // 256), sms * 16))
-    thread_blocks = max(1, min(-(-n // 256), sms * 16))
+    smem = n * 8 if n * 8 <= 48 * 1024 else 0
+    use_smem = np.int32(1 if smem else 0)
+    row_grid = (max(1, min(n, sms * 8)),)
+    thread_grid = (max(1, min(-(-n // 256), sms * 16)),)
     n32 = np.int32(n)
-    rounds = swaps = 0
+    queued = 0
     timed_out = False
-    while rounds < MAX_ROUNDS:
-        applied.fill(0)
-        k["dgs_eval"]((warp_blocks,), (256,), (n32, cost, cost_t, tau, sigma, cur, gain, partner, claim, tol))
-        k["dgs_select"]((thread_blocks,), (256,), (n32, gain, partner, claim))
-        k["dgs_apply"]((thread_blocks,), (256,), (n32, cost, gain, partner, claim, tau, sigma, cur, applied))
-        rounds += 1
-        done = int(applied[0])
-        swaps += done
-        if done == 0:
+    while queued < MAX_ROUNDS:
+        for _ in range(min(CHECK_EVERY, MAX_ROUNDS - queued)):
+            k["dgs_eval"](row_grid, (256,),
+                          (n32, cost, cost_t, tau, cur, gain, partner, claim, tol, use_smem, done),
+                          shared_mem=smem)
+            k["dgs_select"](thread_grid, (256,), (n32, gain, partner, claim, done))
+            k["dgs_apply"](thread_grid, (256,), (n32, cost, gain, partner, claim, tau, cur, applied, done))
+            k["dgs_check"]((1,), (1,), (applied, done, counters))
+            queued += 1
+        if int(done[0]):
             break
         if time.perf_counter() - start > time_limit:
             timed_out = True
             break
+    rounds, swaps = (int(x) for x in counters.get())
     LAST_STATS.clear()
-    LAST_STATS.update(rounds=rounds, swaps=swaps, init_s=t_init, total_s=time.perf_counter() - start,
-                      timed_out=timed_out)
+    LAST_STATS.update(init=init, rounds=rounds, swaps=swaps, init_s=t_init, total_s=time.perf_counter() - start,
+                      timed_out=timed_out, converged=bool(int(done[0])), init_objective=init_objective,
+                      objective=float(cur.sum()), **init_stats)
     return tau.astype(np.int64)
 
 
@@ -123,7 +221,7 @@ def solve_dense(cost):
 register_solver(
     Solver(
         name="dgs",
-        description="GPU Deep Greedy Switching (Roverso et al. 2010) from a coarse auction start: "
+        description="GPU Deep Greedy Switching (Roverso et al. 2010) from a Sinkhorn-price greedy start: "
         "heuristic (2-exchange optimal, not exact), time limit tracker.lap.dgs.TIME_LIMIT_S",
         gpu=True,
         exact=False,

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import scipy.optimize
 import scipy.sparse as sp
-from hypothesis import given, settings
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tracker import lap
@@ -203,3 +203,55 @@ def test_auto_keeps_small_gated_numpy_problems_on_the_cpu(monkeypatch, n_rows, a
     rows = cols = np.arange(n_rows)
     lap.solve_gated(rows, cols, np.ones(n_rows), (n_rows, n_rows), 5.0, solver="auto")
     assert seen == [asked]
+
+
+@pytest.fixture
+def dense_only_solver(monkeypatch):
+    """A CPU solver with only a ``dense`` entry point, as the GPU Hungarian solvers have."""
+    from tracker.lap import _registry, _scipy
+
+    solver = _registry.Solver("dense-only", "test double", gpu=False, exact=True, dense=_scipy.solve_dense)
+    monkeypatch.setitem(_registry._SOLVERS, solver.name, solver)
+    return solver.name
+
+
+def random_gated(rng, n_rows, n_cols, density=0.3):
+    rows, cols = np.nonzero(rng.random((n_rows, n_cols)) < density)
+    return rows, cols, rng.random(len(rows)) * 4, rng.random(n_rows) * 2, rng.random(n_cols) * 2
+
+
+def gated_total(rows, cols, cost, row_un, col_un, chosen_r, chosen_c):
+    cost_of = {(r, c): w for r, c, w in zip(rows, cols, cost)}
+    return gated_objective(chosen_r, chosen_c, cost_of, row_un, col_un)
+
+
+# The fixture only registers a solver; it need not be reset between examples.
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.integers(1, 30), st.integers(1, 30), st.integers(0, 2**32 - 1))
+def test_gated_through_a_dense_only_solver(dense_only_solver, n_rows, n_cols, seed):
+    rows, cols, cost, row_un, col_un = random_gated(np.random.default_rng(seed), n_rows, n_cols)
+    expected = lap.solve_gated(rows, cols, cost, (n_rows, n_cols), row_un, col_un, solver="scipy")
+    got = lap.solve_gated(rows, cols, cost, (n_rows, n_cols), row_un, col_un, solver=dense_only_solver)
+    assert len(set(got[0])) == len(got[0]) and len(set(got[1])) == len(got[1])
+    np.testing.assert_allclose(gated_total(rows, cols, cost, row_un, col_un, *got),
+                               gated_total(rows, cols, cost, row_un, col_un, *expected), rtol=1e-9)
+
+
+def test_gated_through_a_dense_only_solver_refuses_huge_matrices(dense_only_solver, monkeypatch):
+    monkeypatch.setattr(lap, "DENSE_GATED_MAX_ENTRIES", 100)
+    rows, cols, cost, row_un, col_un = random_gated(np.random.default_rng(0), 20, 20)
+    with pytest.raises(ValueError, match="use 'auction' or 'scipy'"):
+        lap.solve_gated(rows, cols, cost, (20, 20), row_un, col_un, solver=dense_only_solver)
+    assert dense_only_solver in lap.available_solvers("gated")
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("solver", ["hungarian-tree", "hungarian-classical", "auction"])
+def test_gpu_solvers_solve_gated_problems_exactly(solver):
+    rng = np.random.default_rng(7)
+    for n_rows, n_cols in [(1, 1), (40, 25), (300, 320)]:
+        rows, cols, cost, row_un, col_un = random_gated(rng, n_rows, n_cols, density=0.05)
+        expected = lap.solve_gated(rows, cols, cost, (n_rows, n_cols), row_un, col_un, solver="scipy")
+        got = lap.solve_gated(rows, cols, cost, (n_rows, n_cols), row_un, col_un, solver=solver)
+        np.testing.assert_allclose(gated_total(rows, cols, cost, row_un, col_un, *got),
+                                   gated_total(rows, cols, cost, row_un, col_un, *expected), rtol=1e-9)

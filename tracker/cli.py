@@ -123,7 +123,10 @@ def _linking_options(command):
                      help="Extra cost per missing frame of a gap-closing link, in squared standard "
                           "deviations of the expected motion."),
         click.option("--solver", type=click.Choice(available_solvers("gated")), default="auto",
-                     show_default=True, help="Assignment solver; 'auto' uses the GPU when present, else SciPy."),
+                     show_default=True,
+                     help="Assignment solver (all exact but 'dgs', a heuristic). 'auto': the GPU auction for "
+                          "frames of 20k+ detections when a GPU is present, else SciPy. The Hungarian solvers "
+                          "build one dense matrix per frame pair (moderate sizes). See `track solvers`."),
     ]
     names = ("max_displacement", "motion", "persistence", "adaptive_radius", "max_gap", "gap_penalty", "solver")
 

@@ -255,6 +255,10 @@ def solve_gated(
         row_ind, col_ind = backend.gated(n_rows, n_cols, rows, cols, cost, row_un, col_un)
         row_ind = to_numpy(row_ind).astype(np.int64)
         col_ind = to_numpy(col_ind).astype(np.int64)
+    elif backend.sparse is None:
+        row_ind, col_ind = _gated_through_dense(backend, xp, rows, cols, cost, row_un, col_un)
+        row_ind = to_numpy(row_ind).astype(np.int64)
+        col_ind = to_numpy(col_ind).astype(np.int64)
     else:
         # Generic route through a sparse solver: the reduced rectangular
         # problem with one private "no link" column per row.
@@ -265,6 +269,37 @@ def solve_gated(
         row_ind, col_ind = row_ind[linked], col_ind[linked]
     order = np.argsort(row_ind, kind="stable")
     return row_ind[order], col_ind[order]
+
+
+DENSE_GATED_MAX_ENTRIES = 1 << 27
+"""Largest matrix (entries; 1 GiB of float64) a dense-only solver builds for a gated problem."""
+
+
+def _gated_through_dense(backend: Solver, xp, rows, cols, cost, row_un, col_un):
+    """A gated problem solved by a dense-only backend (the Hungarian solvers).
+
+    The reduced problem (:func:`tracker.lap._scipy.reduced_problem`) of the
+    ``r`` rows and ``c`` columns that have candidates, as one ``r x (c + r)``
+    matrix: real columns weigh ``cost - col_unassigned``, each row's private
+    "no link" column ``row_unassigned``, everything else is forbidden (inf).
+    Rows and columns without candidates stay unlinked whatever happens.
+    """
+    used_rows, local_rows = xp.unique(rows, return_inverse=True)
+    used_cols, local_cols = xp.unique(cols, return_inverse=True)
+    r, c = len(used_rows), len(used_cols)
+    if r * (c + r) > DENSE_GATED_MAX_ENTRIES:
+        raise ValueError(
+            f"solver {backend.name!r} solves dense problems: this gated problem ({r} rows and {c} columns "
+            f"with candidates) would need a {r} x {c + r} matrix; use 'auction' or 'scipy' for large gated problems"
+        )
+    dense = xp.full((r, c + r), xp.inf)
+    dense[local_rows.ravel(), local_cols.ravel()] = cost - col_un[cols]
+    dense[xp.arange(r), c + xp.arange(r)] = row_un[used_rows]
+    col_of_row = backend.dense(dense)
+    _check_assignment(xp, col_of_row, dense,
+                      f"solver {backend.name!r} ended on a forbidden link; use an exact solver")
+    linked = col_of_row < c
+    return used_rows[linked], used_cols[col_of_row[linked]]
 
 
 def _check_assignment(xp, col_of_row, cost, message: str) -> None:

@@ -18,7 +18,8 @@ gated(n_rows, n_cols, rows, cols, cost, row_unassigned, col_unassigned) -> (row_
     for every row left unmatched and ``col_unassigned[j]`` for every column
     left unmatched (the "no link" alternative of tracking). Returns the
     chosen edges. If a backend has ``sparse`` but no ``gated``, the front-end
-    solves the equivalent augmented problem of Jaqaman et al. (2008).
+    solves the equivalent augmented problem of Jaqaman et al. (2008); with
+    ``dense`` only, that problem as one matrix (moderate sizes).
 """
 
 from __future__ import annotations
@@ -50,8 +51,14 @@ class Solver:
         return self.auto_priority
 
     def solves(self, kind: str) -> bool:
-        """Whether this solver handles ``kind`` (every sparse solver also solves gated problems)."""
-        return getattr(self, kind) is not None or (kind == "gated" and self.sparse is not None)
+        """Whether this solver handles ``kind``.
+
+        Every solver also solves gated problems: through its ``sparse`` entry
+        point, or ``dense`` for gated problems small enough for one matrix.
+        """
+        if kind == "gated":
+            return any(entry is not None for entry in (self.gated, self.sparse, self.dense))
+        return getattr(self, kind) is not None
 
 
 _SOLVERS: dict[str, Solver] = {}
@@ -66,8 +73,8 @@ def register_solver(solver: Solver) -> Solver:
 def available_solvers(kind: str | None = None) -> list[str]:
     """Names of registered solvers, optionally only those implementing ``kind``.
 
-    ``kind`` is ``"dense"``, ``"sparse"`` or ``"gated"`` (every ``sparse``
-    solver can solve ``gated`` problems).
+    ``kind`` is ``"dense"``, ``"sparse"`` or ``"gated"`` (every solver can
+    solve ``gated`` problems).
     """
     return ["auto", *(s.name for s in _SOLVERS.values() if kind is None or s.solves(kind))]
 

@@ -179,7 +179,7 @@ def run(stack, output, detections_path, voxel_size, axes, spot_radius, threshold
     Writes a CSV with one row per tracked point: track_id, frame, z, y, x (µm),
     intensity, quality, link_cost (µm², squared distance of the point from
     where its link predicted it) and link_confidence (0..1; sort by it to
-    review the least certain links first). Both are empty where a track
+    review the least certain links first). Both are NaN where a track
     starts.
     """
     from .pipeline import track_stack

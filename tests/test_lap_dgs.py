@@ -146,3 +146,20 @@ def test_large_rows_without_shared_memory(rng):
     tau = dgs.solve(cost).get()
     assert len(np.unique(tau)) == n
     assert dgs.LAST_STATS["objective"] <= dgs.LAST_STATS["init_objective"]
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("storage", ["float32", "float16"])
+def test_sinkhorn_storage_and_unpadded_size(storage, rng, monkeypatch):
+    import cupy
+
+    from tracker.lap import dgs
+
+    monkeypatch.setattr(dgs, "SINKHORN_STORAGE", storage)
+    n = 203  # not a multiple of 8: padded copies
+    cost = _jittered(n, rng)
+    tau = dgs.solve(cupy.asarray(cost), init="sinkhorn").get()
+    assert len(np.unique(tau)) == n
+    assert _max_pair_gain(cost, np.arange(n), tau) <= 1e-9 * cost.max()
+    opt = cost[scipy.optimize.linear_sum_assignment(cost)].sum()
+    assert cost[np.arange(n), tau].sum() <= opt * 1.01

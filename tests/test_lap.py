@@ -255,3 +255,16 @@ def test_gpu_solvers_solve_gated_problems_exactly(solver):
         got = lap.solve_gated(rows, cols, cost, (n_rows, n_cols), row_un, col_un, solver=solver)
         np.testing.assert_allclose(gated_total(rows, cols, cost, row_un, col_un, *got),
                                    gated_total(rows, cols, cost, row_un, col_un, *expected), rtol=1e-9)
+
+
+def test_cuda_sources_inline_their_local_headers():
+    from pathlib import Path
+
+    from tracker.lap._cuda import cuda_source
+
+    sources = sorted(Path(lap.__file__).parent.glob("*.cu"))
+    assert sources
+    for path in sources:
+        text = cuda_source(path.name)
+        assert '#include "' not in text and "#pragma once" not in text
+    assert "greedy_assign" in cuda_source("hungarian_tree.cu")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import re
 from pathlib import Path
 
 _HERE = Path(__file__).parent
@@ -17,5 +18,18 @@ def load_module(cu_file: str, options: tuple[str, ...] = ("--std=c++17",)):
     """
     import cupy
 
+    return cupy.RawModule(code=cuda_source(cu_file), options=options)
+
+
+_LOCAL_INCLUDE = re.compile(r'^#include "([\w.]+)"[ \t]*$', re.MULTILINE)
+
+
+def cuda_source(cu_file: str) -> str:
+    """The text of ``tracker/lap/<cu_file>`` with its local ``#include "x.cuh"`` lines inlined.
+
+    Inlining (rather than an ``-I`` option) makes CuPy's on-disk kernel cache,
+    keyed on the source text, see every change to a shared header.
+    """
     source = (_HERE / cu_file).read_text()
-    return cupy.RawModule(code=source, options=options)
+    return _LOCAL_INCLUDE.sub(lambda match: (_HERE / match.group(1)).read_text().replace("#pragma once\n", ""),
+                              source)

@@ -27,7 +27,7 @@
 //           all without leaving the kernel. This is the Jonker-Volgenant / Crouse shortest augmenting path
 //           used by scipy, parallelised over columns.
 
-#define INF_D __longlong_as_double(0x7ff0000000000000LL)
+#include "hungarian_common.cuh"
 
 // status slots (int64), shared with hungarian_tree.py
 #define ST_FRONTIER 0   // size of the current frontier after contraction
@@ -37,116 +37,6 @@
 #define ST_STEPS 4      // tree_sap: Dijkstra steps taken (profiling)
 #define ST_THETA_INF 5
 
-// "Zero" slack test: slack <= eps_abs + eps_rel * magnitude of the terms of C - u - v (their rounding
-// error is relative to the largest of them). Integer costs: eps_abs = 0.5, eps_rel = 0 (exact);
-// float costs: eps_abs = 0, eps_rel = 2^-40.
-__device__ __forceinline__ bool is_tight(double s, double c, double u, double v, double eps_abs, double eps_rel) {
-    return s <= eps_abs + eps_rel * fmax(fabs(c), fmax(fabs(u), fabs(v)));
-}
-
-__device__ __forceinline__ double warp_min(double x) {
-    for (int o = 16; o > 0; o >>= 1) x = fmin(x, __shfl_xor_sync(0xffffffffu, x, o));
-    return x;
-}
-
-// Minimum over the block (blockDim.x a multiple of 32, <= 1024); result valid in every thread.
-__device__ double block_min(double x) {
-    __shared__ double red[32];
-    __shared__ double result;
-    x = warp_min(x);
-    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-    if (lane == 0) red[warp] = x;
-    __syncthreads();
-    if (warp == 0) {
-        const int nw = blockDim.x >> 5;
-        double y = lane < nw ? red[lane] : INF_D;
-        y = warp_min(y);
-        if (lane == 0) result = y;
-    }
-    __syncthreads();
-    const double r = result;
-    __syncthreads();
-    return r;
-}
-
-// ---------------------------------------------------------------------------------------------
-// Alg. 1: initial reduction
-// ---------------------------------------------------------------------------------------------
-
-// One block per row: u[i] = min_j C[i, j].
-extern "C" __global__ void row_min(const double* __restrict__ c, int n, int m, double* __restrict__ u) {
-    const int i = blockIdx.x;
-    if (i >= n) return;
-    const double* row = c + (long long)i * m;
-    double best = INF_D;
-    for (int j = threadIdx.x; j < m; j += blockDim.x) best = fmin(best, row[j]);
-    best = block_min(best);
-    if (threadIdx.x == 0) u[i] = best;
-}
-
-// Block (32, 8); grid (ceil(m/32), chunks). partial[chunk * m + j] = min over the chunk's rows of C - u.
-extern "C" __global__ void col_min_partial(const double* __restrict__ c, const double* __restrict__ u, int n,
-                                           int m, int rows_per_chunk, double* __restrict__ partial) {
-    __shared__ double s[8][33];
-    const int j = blockIdx.x * 32 + threadIdx.x;
-    const int r0 = blockIdx.y * rows_per_chunk;
-    const int r1 = min(n, r0 + rows_per_chunk);
-    double best = INF_D;
-    if (j < m)
-        for (int i = r0 + threadIdx.y; i < r1; i += 8) best = fmin(best, c[(long long)i * m + j] - u[i]);
-    s[threadIdx.y][threadIdx.x] = best;
-    __syncthreads();
-    if (threadIdx.y == 0 && j < m) {
-        for (int k = 1; k < 8; ++k) best = fmin(best, s[k][threadIdx.x]);
-        partial[(long long)blockIdx.y * m + j] = best;
-    }
-}
-
-extern "C" __global__ void col_min_final(const double* __restrict__ partial, int chunks, int m,
-                                         double* __restrict__ v) {
-    const int j = blockIdx.x * blockDim.x + threadIdx.x;
-    if (j >= m) return;
-    double best = INF_D;
-    for (int k = 0; k < chunks; ++k) best = fmin(best, partial[(long long)k * m + j]);
-    v[j] = best;
-}
-
-// ---------------------------------------------------------------------------------------------
-// Initial primal solution (ours, standard): every row grabs a free zero-slack column, one warp per row;
-// the atomicCAS on row4col resolves races ("race condition" matching in the spirit of the paper).
-// ---------------------------------------------------------------------------------------------
-extern "C" __global__ void greedy_assign(const double* __restrict__ c, const double* __restrict__ u,
-                                         const double* __restrict__ v, int n, int m, double eps,
-                                         double eps_rel, int* __restrict__ col4row, int* row4col) {
-    const int warp = (blockIdx.x * blockDim.x + threadIdx.x) >> 5;
-    const int lane = threadIdx.x & 31;
-    if (warp >= n) return;
-    const int i = warp;
-    if (col4row[i] != -1) return;
-    const double ui = u[i];
-    const double* row = c + (long long)i * m;
-    volatile int* r4c = row4col;
-    for (int j0 = 0; j0 < m; j0 += 32) {
-        const int j = j0 + lane;
-        bool z = false;
-        if (j < m) {
-            const double cij = row[j], vj = v[j];
-            z = is_tight(cij - ui - vj, cij, ui, vj, eps, eps_rel) && (r4c[j] == -1);
-        }
-        unsigned mask = __ballot_sync(0xffffffffu, z);
-        while (mask) {
-            const int l = __ffs(mask) - 1;
-            int got = 0;
-            if (lane == l) got = (atomicCAS(&row4col[j], -1, i) == -1);
-            got = __shfl_sync(0xffffffffu, got, l);
-            if (got) {
-                if (lane == 0) col4row[i] = j0 + l;
-                return;
-            }
-            mask &= mask - 1;
-        }
-    }
-}
 
 // ---------------------------------------------------------------------------------------------
 // Multi-tree phase (Date & Nagi Alg. 4, 5, 6, 9). Row state: 0 inactive, 1 active (frontier),

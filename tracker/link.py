@@ -28,7 +28,7 @@ from . import lap
 from .confidence import link_confidence
 from .costs import DEFAULT_NO_LINK_FACTOR, gated_links, gated_links_per_source, no_link_cost
 from .gaps import DEFAULT_GAP_PENALTY, DEFAULT_MAX_GAP, close_gaps
-from .motion import DEFAULT_GATE_SIGMAS, DEFAULT_PRIOR_STEPS, MotionModel, predict_positions
+from .motion import DEFAULT_GATE_SIGMAS, DEFAULT_PRIOR_STEPS, MotionModel, predict_positions, spread_factor
 from .tables import Table, positions_um, require_columns, sort_table, table_length
 
 ProgressCallback = Callable[[str, int, int], None]
@@ -108,6 +108,13 @@ def link_detections(
     frames = np.asarray(table["frame"], dtype=np.int64)
     positions = positions_um(table)
     state = _LinkState(n, motion, persistence, adaptive_radius, max_displacement_um)
+    # Track ends of the last ``max_gap`` frames compete for the detections of
+    # each frame pair in the same assignment (not in plain mode, whose costs
+    # are µm²: there the separate gap-closing pass below does it).
+    in_pair_gaps = max_gap if state.scaled_costs() else 0
+    state.gap_penalty = gap_penalty
+    if n:
+        state.low, state.high = positions.min(axis=0), positions.max(axis=0)
 
     frame_values, starts = np.unique(frames, return_index=True)
     bounds = np.append(starts, n)
@@ -116,7 +123,17 @@ def link_detections(
         if frame_values[k + 1] == frame_values[k] + 1:
             a = np.arange(bounds[k], bounds[k + 1])
             b = np.arange(bounds[k + 1], bounds[k + 2])
-            state.link_pair(positions, a, b, no_link_factor, solver)
+            ends, n_steps = [], []
+            for g in range(1, in_pair_gaps + 1):
+                j = int(np.searchsorted(frame_values, frame_values[k] - g))
+                if j < len(frame_values) and frame_values[j] == frame_values[k] - g:
+                    points = np.arange(bounds[j], bounds[j + 1])
+                    points = points[~state.has_successor[points]]
+                    ends.append(points)
+                    n_steps.append(np.full(len(points), g + 1, dtype=np.int64))
+            gap_ends = np.concatenate(ends) if ends else np.empty(0, dtype=np.int64)
+            gap_steps = np.concatenate(n_steps) if n_steps else np.empty(0, dtype=np.int64)
+            state.link_pair(positions, a, b, no_link_factor, solver, gap_ends, gap_steps)
         if progress is not None:
             progress("link", k + 1, n_pairs)
 
@@ -124,8 +141,8 @@ def link_detections(
         # The first pair was linked before any velocity was known: link it
         # again backwards, predicting each point of the second frame back
         # from the displacement that follows it (time-reversed persistence).
-        state.relink_backwards(positions, np.arange(bounds[0], bounds[1]), np.arange(bounds[1], bounds[2]),
-                               no_link_factor, solver)
+        state.relink_backwards(positions, frames, np.arange(bounds[0], bounds[1]),
+                               np.arange(bounds[1], bounds[2]), no_link_factor, solver)
 
     if max_gap > 0:
         close_gaps(
@@ -162,6 +179,9 @@ class _LinkState:
         # normalised squared residuals, carried along the track.
         self.ratio_sum = np.zeros(n)
         self.ratio_count = np.zeros(n)
+        self.has_successor = np.zeros(n, dtype=bool)
+        self.gap_penalty = DEFAULT_GAP_PENALTY
+        self.low = self.high = np.zeros(3)
 
     def class_variance(self, has_velocity: np.ndarray, model: MotionModel | None = None) -> np.ndarray:
         """Per-axis variance (µm²) of the prediction error of each point's class."""
@@ -173,6 +193,10 @@ class _LinkState:
         residual = step if residual is None else min(max(residual, 1e-12), fallback)
         return np.where(has_velocity & self.predicts(model), residual, step)
 
+    def scaled_costs(self) -> bool:
+        """Whether link costs are in squared standard deviations (not plain µm²)."""
+        return not (self.motion == "none" and not self.adaptive_radius)
+
     def predicts(self, model: MotionModel | None = None) -> bool:
         return self.motion != "none" and (model or self.model).ready
 
@@ -183,28 +207,47 @@ class _LinkState:
         prior = DEFAULT_PRIOR_STEPS
         return (prior + self.ratio_sum[index]) / (prior + self.ratio_count[index])
 
-    def link_pair(self, positions, a, b, no_link_factor, solver):
-        """Link the points ``a`` of one frame to the points ``b`` of the next."""
-        result = self._solve(positions, a, b, no_link_factor, solver, self.model)
+    def link_pair(self, positions, a, b, no_link_factor, solver, gap_ends=None, gap_steps=None):
+        """Link the points ``a`` of one frame to the points ``b`` of the next.
+
+        ``gap_ends`` (track ends ``gap_steps - 1`` frames before ``a``'s) are
+        extra rows of the same assignment: a particle that blinked competes
+        for its reappearance with its neighbours.
+        """
+        if gap_ends is None or len(gap_ends) == 0 or len(b) == 0:
+            gap_ends, gap_steps = np.empty(0, dtype=np.int64), np.empty(0, dtype=np.int64)
+        else:
+            # Not the ends within a typical step of the edge of the volume:
+            # those tracks most likely left it (as in gap closing).
+            edge = np.sqrt(3.0 * self.class_variance(np.zeros(1, bool))[0])
+            inner = ~np.any((positions[gap_ends] - self.low < edge) | (self.high - positions[gap_ends] < edge), axis=1)
+            gap_ends, gap_steps = gap_ends[inner], gap_steps[inner]
+        result = self._solve(positions, a, b, no_link_factor, solver, self.model, gap_ends, gap_steps)
         if self.motion != "none" and not self.model.ready:
             # Not enough history to predict: learn the motion from these
             # provisional links, and link again with prediction if that helps.
             trial = copy.copy(self.model)
-            self._update_model(trial, positions, a, b, *result[:2])
+            frame_rows = result[0] < len(a)
+            self._update_model(trial, positions, a, b, result[0][frame_rows], result[1][frame_rows])
             if self.predicts(trial):
-                result = self._solve(positions, a, b, no_link_factor, solver, trial)
+                result = self._solve(positions, a, b, no_link_factor, solver, trial, gap_ends, gap_steps)
         rows, cols, residual_sq, variance, confidence = result
-        self._update_model(self.model, positions, a, b, rows, cols)
-        src, dst = a[rows], b[cols]
+        frame_rows = rows < len(a)
+        self._update_model(self.model, positions, a, b, rows[frame_rows], cols[frame_rows])
+        sources = np.concatenate([a, gap_ends])
+        steps = np.concatenate([np.ones(len(a), dtype=np.int64), gap_steps])[rows]
+        src, dst = sources[rows], b[cols]
         self.predecessor[dst] = src
-        self.link_cost[dst] = residual_sq
+        self.has_successor[src] = True
+        # A link across missing frames: cost and velocity per frame spanned.
+        self.link_cost[dst] = residual_sq / steps
         self.confidence[dst] = confidence
-        self.velocity[dst] = positions[dst] - positions[src]
+        self.velocity[dst] = (positions[dst] - positions[src]) / steps[:, None]
         self.has_velocity[dst] = True
         self.ratio_sum[dst] = self.ratio_sum[src] + residual_sq / (3.0 * variance)
         self.ratio_count[dst] = self.ratio_count[src] + 1
 
-    def _solve(self, positions, a, b, no_link_factor, solver, model):
+    def _solve(self, positions, a, b, no_link_factor, solver, model, gap_ends, gap_steps):
         has_v = self.has_velocity[a]
         p = model.current_persistence() if self.predicts(model) else 0.0
         predicted = predict_positions(positions[a], self.velocity[a], has_v, p)
@@ -214,40 +257,63 @@ class _LinkState:
         if self.adaptive_radius:
             radius = np.minimum(DEFAULT_GATE_SIGMAS * np.sqrt(variance * self.scale(a)), self.gate)
         else:
-            radius = self.gate
+            radius = np.full(len(a), self.gate)
+        penalty = np.zeros(len(a))
+        if len(gap_ends):
+            # Predicted ``gap_steps`` frames ahead, with the variance growing
+            # with the gap, and a penalty per missing frame.
+            gap_v = self.has_velocity[gap_ends] & self.predicts(model)
+            gap_predicted = predict_positions(positions[gap_ends], self.velocity[gap_ends], gap_v, p, gap_steps)
+            gap_variance = self.class_variance(gap_v, model) * spread_factor(p, gap_steps, gap_v)
+            gap_radius = np.minimum(DEFAULT_GATE_SIGMAS * np.sqrt(gap_variance * self.scale(gap_ends)),
+                                    self.gate * np.sqrt(gap_steps))
+            predicted = np.concatenate([predicted, gap_predicted])
+            variance = np.concatenate([variance, gap_variance])
+            radius = np.concatenate([radius, gap_radius])
+            penalty = np.concatenate([penalty, self.gap_penalty * (gap_steps - 1)])
+        n_rows = len(predicted)
         rows, cols, distance_sq = gated_links_per_source(predicted, positions[b], radius)
         empty = np.empty(0, dtype=np.int64)
         if rows.size == 0:
             return empty, empty.copy(), np.empty(0), np.empty(0), np.empty(0)
-        scaled = distance_sq / variance[rows]  # squared standard deviations
-        plain = self.motion == "none" and not self.adaptive_radius
+        scaled = distance_sq / variance[rows] + penalty[rows]  # squared standard deviations
+        plain = not self.scaled_costs()
         cost = distance_sq if plain else scaled
         # Scaled costs never exceed DEFAULT_GATE_SIGMAS² inside the radius:
         # "no link" costs more than any candidate, as in the plain rule.
         alternative = no_link_cost(cost, self.gate, no_link_factor) if plain else (
             no_link_factor * DEFAULT_GATE_SIGMAS**2)
-        chosen_rows, chosen_cols = lap.solve_gated(rows, cols, cost, (len(a), len(b)), alternative, solver=solver)
+        chosen_rows, chosen_cols = lap.solve_gated(rows, cols, cost, (n_rows, len(b)), alternative, solver=solver)
         unassigned_scaled = alternative / (variance if plain else 1.0)
         confidence = link_confidence(
-            rows, cols, scaled, np.broadcast_to(unassigned_scaled, (len(a),)),
+            rows, cols, scaled, np.broadcast_to(unassigned_scaled, (n_rows,)),
             np.full(len(b), alternative / np.median(variance) if plain else alternative),
             chosen_rows, chosen_cols,
         )
         index = np.searchsorted(rows * len(b) + cols, chosen_rows * len(b) + chosen_cols)
         return chosen_rows, chosen_cols, distance_sq[index], variance[chosen_rows], confidence
 
-    def relink_backwards(self, positions, a, b, no_link_factor, solver):
+    def relink_backwards(self, positions, frames, a, b, no_link_factor, solver):
         """Link frame ``b``'s points back to frame ``a``'s, predicted from their next displacements."""
         successor = np.full(len(self.predecessor), -1, dtype=np.int64)
         linked = self.predecessor >= 0
         successor[self.predecessor[linked]] = np.flatnonzero(linked)
         has_next = successor[b] >= 0
-        next_step = np.where(has_next[:, None], positions[np.maximum(successor[b], 0)] - positions[b], 0.0)
+        after = np.maximum(successor[b], 0)
+        # Per frame, also across a gap closed after ``b``.
+        span = np.where(has_next, frames[after] - frames[b], 1)
+        next_step = np.where(has_next[:, None], (positions[after] - positions[b]) / span[:, None], 0.0)
         p = self.model.current_persistence()
         predicted = predict_positions(positions[b], -next_step, has_next, p)
         variance = self.class_variance(has_next)
         radius = np.minimum(DEFAULT_GATE_SIGMAS * np.sqrt(variance), self.gate) if self.adaptive_radius else self.gate
         rows, cols, distance_sq = gated_links_per_source(predicted, positions[a], radius)
+        # Points of ``a`` already joined across a gap to a later frame keep that link.
+        a_successor = successor[a]
+        free = (a_successor < 0) | np.isin(a_successor, b)
+        keep = free[cols]
+        rows, cols, distance_sq = rows[keep], cols[keep], distance_sq[keep]
+        self.has_successor[a[free]] = False
         self.predecessor[b] = -1
         self.link_cost[b] = np.nan
         self.confidence[b] = np.nan
@@ -259,6 +325,7 @@ class _LinkState:
         index = np.searchsorted(rows * len(a) + cols, chosen_rows * len(a) + chosen_cols)
         src, dst = a[chosen_cols], b[chosen_rows]
         self.predecessor[dst] = src
+        self.has_successor[src] = True
         self.link_cost[dst] = distance_sq[index]
         self.confidence[dst] = link_confidence(
             rows, cols, cost, np.full(len(b), alternative), np.full(len(a), alternative), chosen_rows, chosen_cols

@@ -74,7 +74,8 @@ def _kernels():
     from ._cuda import load_module
 
     module = load_module("dgs.cu")
-    names = ("sk_lse4", "sk_lse8h", "gr_propose", "gr_accept", "dgs_eval", "dgs_select", "dgs_apply", "dgs_check")
+    names = ("sk_lse4", "sk_lse8h", "gr_propose", "gr_accept",
+             "dgs_eval", "dgs_select", "dgs_apply", "dgs_check")
     return {name: module.get_function(name) for name in names}
 
 

@@ -140,18 +140,8 @@ cl_search(int n, int m, const int* __restrict__ Z, const int* __restrict__ zcnt,
     const int nrev = s_rev;
     for (int k = tid; k < nrev; k += T) {
         const int j = rev[k];
-        int i = Pc[j];
-        for (int g = 0; Pr[i] != -1 && g <= n; ++g) i = Pc[Pr[i]];
-        if (atomicCAS(&claim[i], 0, 1) != 0) continue;
-        int col = j, row = Pc[j];
-        for (int g = 0; g <= n; ++g) {
-            const int next = Pr[row];
-            col4row[row] = col;
-            row4col[col] = row;
-            if (next == -1) break;
-            col = next;
-            row = Pc[col];
-        }
+        if (atomicCAS(&claim[tree_root(j, Pr, Pc, n)], 0, 1) != 0) continue;
+        flip_path(j, Pr, Pc, col4row, row4col, n);
         atomicAdd(&s_aug, 1);
     }
     __syncthreads();

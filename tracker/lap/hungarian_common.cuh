@@ -116,3 +116,27 @@ extern "C" __global__ void greedy_assign(const double* __restrict__ c, const dou
         }
     }
 }
+
+
+// Alg. 5 reverse pass: the root (free row) of the tree that reached column j. Pc[j] is the row that
+// reached column j, Pr[i] the column through which row i entered its tree (-1 at the root); max_len
+// bounds the walk.
+__device__ __forceinline__ int tree_root(int j, const int* Pr, const int* Pc, int max_len) {
+    int i = Pc[j];
+    for (int g = 0; Pr[i] != -1 && g <= max_len; ++g) i = Pc[Pr[i]];
+    return i;
+}
+
+// Alg. 6 augmentation: flip the alternating path from free column j back to its root.
+__device__ __forceinline__ void flip_path(int j, const int* Pr, const int* Pc, int* col4row, int* row4col,
+                                          int max_len) {
+    int col = j, row = Pc[j];
+    for (int g = 0; g <= max_len; ++g) {
+        const int next = Pr[row];
+        col4row[row] = col;
+        row4col[col] = row;
+        if (next == -1) break;
+        col = next;
+        row = Pc[col];
+    }
+}

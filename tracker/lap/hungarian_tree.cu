@@ -149,20 +149,8 @@ extern "C" __global__ void tree_augment(int m, const int* __restrict__ col_vis, 
                                         long long* status) {
     const int j = blockIdx.x * blockDim.x + threadIdx.x;
     if (j >= m || !col_vis[j] || row4col[j] != -1) return;
-    int i = Pc[j];
-    int guard = 0;
-    while (Pr[i] != -1 && guard++ < m) i = Pc[Pr[i]];
-    if (atomicCAS(&claim[i], 0, 1) != 0) return;
-    int col = j;
-    int row = Pc[col];
-    for (int g = 0; g <= m; ++g) {
-        const int next = Pr[row];
-        col4row[row] = col;
-        row4col[col] = row;
-        if (next == -1) break;
-        col = next;
-        row = Pc[col];
-    }
+    if (atomicCAS(&claim[tree_root(j, Pr, Pc, m)], 0, 1) != 0) return;
+    flip_path(j, Pr, Pc, col4row, row4col, m);
     atomicAdd((unsigned long long*)&status[ST_AUGMENTED], 1ull);
 }
 

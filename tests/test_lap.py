@@ -11,6 +11,7 @@ import scipy.sparse as sp
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from lap_instances import random_costs
 from tracker import lap
 
 
@@ -26,18 +27,8 @@ def cost_matrices(draw):
     n = draw(st.integers(0, 7))
     m = draw(st.integers(0, 7))
     kind = draw(st.sampled_from(["int", "float", "ties", "negative", "huge"]))
-    seed = draw(st.integers(0, 2**32 - 1))
-    rng = np.random.default_rng(seed)
-    if kind == "int":
-        cost = rng.integers(0, 10, (n, m)).astype(float)
-    elif kind == "ties":
-        cost = np.full((n, m), 3.0)
-    elif kind == "negative":
-        cost = rng.normal(0, 100, (n, m))
-    elif kind == "huge":
-        cost = rng.random((n, m)) * 10.0 ** rng.integers(-6, 12, (n, m))
-    else:
-        cost = rng.random((n, m))
+    rng = np.random.default_rng(draw(st.integers(0, 2**32 - 1)))
+    cost = random_costs(rng, n, m, kind)
     forbidden = rng.random((n, m)) < draw(st.sampled_from([0.0, 0.2, 0.6]))
     cost[forbidden] = np.inf
     return cost

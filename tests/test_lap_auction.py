@@ -14,6 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy.spatial import cKDTree
 
+from lap_instances import random_costs
 from tracker import lap
 from tracker.lap import _scipy, auction
 
@@ -57,16 +58,7 @@ def cost_matrices(draw):
     m = draw(st.integers(1, 8))
     kind = draw(st.sampled_from(["int", "float", "ties", "negative", "wide"]))
     rng = np.random.default_rng(draw(st.integers(0, 2**32 - 1)))
-    if kind == "int":
-        cost = rng.integers(0, 10, (n, m)).astype(float)
-    elif kind == "ties":
-        cost = np.full((n, m), 3.0)
-    elif kind == "negative":
-        cost = rng.normal(0, 100, (n, m))
-    elif kind == "wide":
-        cost = rng.random((n, m)) * 10.0 ** rng.integers(-3, 4, (n, m))
-    else:
-        cost = rng.random((n, m))
+    cost = random_costs(rng, n, m, kind)
     cost[rng.random((n, m)) < draw(st.sampled_from([0.0, 0.2, 0.6]))] = np.inf
     return cost
 

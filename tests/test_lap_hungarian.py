@@ -12,6 +12,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import tracker.lap as lap
+from lap_instances import random_costs
 from tracker.backend import gpu_available
 from tracker.lap import _gpu_common
 from tracker.lap._registry import get_solver
@@ -52,36 +53,6 @@ def check_against_scipy(cost, solver, maximize=False):
     else:
         scale = max(1.0, float(np.abs(cost[rows, cols]).sum()))
         assert abs(got - ref) <= 1e-9 * scale, (got, ref)
-
-
-def random_instance(rng, n, m, kind):
-    if kind == "int_small":
-        return rng.integers(0, max(2, n // 10 + 1), (n, m)).astype(float)
-    if kind == "int_n":
-        return rng.integers(0, max(2, n), (n, m)).astype(float)
-    if kind == "int_10n":
-        return rng.integers(0, 10 * max(n, 1) + 1, (n, m)).astype(float)
-    if kind == "float":
-        return rng.random((n, m))
-    if kind == "negative":
-        return rng.normal(0.0, 100.0, (n, m))
-    if kind == "huge":
-        return rng.random((n, m)) * 10.0 ** rng.integers(-6, 12, (n, m))
-    if kind == "ties":
-        return np.full((n, m), float(rng.integers(-3, 4)))
-    if kind == "geometric":
-        p = rng.random((max(n, m), 3)) * 100
-        q = p + rng.normal(0, 2.0, p.shape)
-        return ((p[:n, None, :] - q[None, :m, :]) ** 2).sum(-1)
-    if kind == "inf":
-        c = rng.random((n, m))
-        c[rng.random((n, m)) < 0.3] = np.inf
-        return c
-    if kind == "inf_int":
-        c = rng.integers(-5, 20, (n, m)).astype(float)
-        c[rng.random((n, m)) < 0.5] = np.inf
-        return c
-    raise ValueError(kind)
 
 
 KINDS = ["int_small", "int_n", "int_10n", "float", "negative", "huge", "ties", "geometric", "inf", "inf_int"]
@@ -145,7 +116,7 @@ def test_big_m_preserves_optimum(n, extra, data):
     seed = data.draw(st.integers(0, 2**31 - 1))
     rng = np.random.default_rng(seed)
     kind = data.draw(st.sampled_from(["inf", "inf_int"]))
-    c = random_instance(rng, n, m, kind)
+    c = random_costs(rng, n, m, kind)
     if rng.random() < 0.5:
         c = c * 10.0 ** rng.integers(-3, 6)
     prob = _gpu_common.prepare_dense(c)
@@ -176,7 +147,7 @@ matrix_kinds = st.sampled_from(KINDS)
        seed=st.integers(0, 2**31 - 1))
 def test_property_vs_scipy(solver, n, m, kind, maximize, seed):
     rng = np.random.default_rng(seed)
-    cost = random_instance(rng, n, m, kind)
+    cost = random_costs(rng, n, m, kind)
     if maximize:
         cost = np.where(np.isinf(cost), -np.inf, cost)
     check_against_scipy(cost, solver, maximize)
@@ -191,7 +162,7 @@ def test_many_random_instances(solver):
         n = int(rng.integers(1, 40))
         m = int(rng.integers(1, 40)) if t % 3 else n
         kind = KINDS[t % len(KINDS)]
-        check_against_scipy(random_instance(rng, n, m, kind), solver, maximize=bool(t % 7 == 0))
+        check_against_scipy(random_costs(rng, n, m, kind), solver, maximize=bool(t % 7 == 0))
 
 
 @pytest.mark.gpu
@@ -200,7 +171,7 @@ def test_many_random_instances(solver):
 @pytest.mark.parametrize("shape", [(300, 300), (1000, 1000), (257, 700), (700, 257)])
 def test_medium_instances(solver, kind, shape):
     rng = np.random.default_rng(hash((kind, shape)) % 2**32)
-    check_against_scipy(random_instance(rng, *shape, kind), solver)
+    check_against_scipy(random_costs(rng, *shape, kind), solver)
 
 
 @pytest.mark.gpu

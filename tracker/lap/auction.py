@@ -371,8 +371,29 @@ def _compact(xp, nodes, size):
 
 
 def solve_gated(n_rows, n_cols, rows, cols, cost, row_unassigned, col_unassigned, *, emulate=False,
-                return_prices=False):
-    """Backend ``gated`` entry point (arrays are CuPy; NumPy with ``emulate=True``)."""
+                return_prices=False, components=None):
+    """Backend ``gated`` entry point (arrays are CuPy; NumPy with ``emulate=True``).
+
+    ``components`` (default :data:`components_gpu.ENABLED` on the GPU, off in
+    emulation): split the problem into connected components first
+    (``components_gpu.py``): single edges and components of at most 32 rows
+    and columns are solved there in one launch, and only the larger
+    components come back here for the auction.
+    """
+    from . import components_gpu
+
+    if components is None:
+        components = components_gpu.ENABLED and not emulate
+    if components:
+        def large(r, c, w):
+            return solve_gated(n_rows, n_cols, r, c, w, row_unassigned, col_unassigned, emulate=emulate,
+                               components=False)
+
+        LAST_STATS.clear()
+        row_ind, col_ind = components_gpu.solve_gated(n_rows, n_cols, rows, cols, cost, row_unassigned,
+                                                      col_unassigned, large, emulate=emulate)
+        LAST_STATS.update({f"components_{k}": v for k, v in components_gpu.LAST_STATS.items()})
+        return row_ind, col_ind
     kern = _kernels(emulate)
     xp = kern.xp
     rows = xp.asarray(rows, dtype=np.int64)

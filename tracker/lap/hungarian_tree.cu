@@ -238,6 +238,19 @@ __device__ __forceinline__ bool better(double d1, int k1, double d2, int k2) {
     return d1 < d2 || (d1 == d2 && k1 < k2);
 }
 
+// (best, key) <- the arg-min over the warp, ties to the smaller key; valid in every lane.
+__device__ __forceinline__ void warp_argmin(double& best, int& key) {
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) {
+        const double other = __shfl_xor_sync(0xffffffffu, best, o);
+        const int other_key = __shfl_xor_sync(0xffffffffu, key, o);
+        if (better(other, other_key, best, key)) {
+            best = other;
+            key = other_key;
+        }
+    }
+}
+
 template <int K>
 __device__ void sap_body(const double* __restrict__ c, int n, int m, const int* __restrict__ free_rows, int n_free,
                          double* u_g, double* v_g, int* col4row, int* r4c_g, int* pred,
@@ -309,15 +322,7 @@ __device__ void sap_body(const double* __restrict__ c, int n, int m, const int* 
                 }
             }
             // block arg-min
-#pragma unroll
-            for (int o = 16; o > 0; o >>= 1) {
-                const double od = __shfl_xor_sync(0xffffffffu, best, o);
-                const int ok = __shfl_xor_sync(0xffffffffu, bkey, o);
-                if (better(od, ok, best, bkey)) {
-                    best = od;
-                    bkey = ok;
-                }
-            }
+            warp_argmin(best, bkey);
             if (lane == 0) {
                 red_d[warp] = best;
                 red_k[warp] = bkey;
@@ -326,15 +331,7 @@ __device__ void sap_body(const double* __restrict__ c, int n, int m, const int* 
             if (warp == 0) {
                 best = lane < nw ? red_d[lane] : INF_D;
                 bkey = lane < nw ? red_k[lane] : 0x7fffffff;
-#pragma unroll
-                for (int o = 16; o > 0; o >>= 1) {
-                    const double od = __shfl_xor_sync(0xffffffffu, best, o);
-                    const int ok = __shfl_xor_sync(0xffffffffu, bkey, o);
-                    if (better(od, ok, best, bkey)) {
-                        best = od;
-                        bkey = ok;
-                    }
-                }
+                warp_argmin(best, bkey);
                 if (lane == 0) {
                     const int jm = bkey & ((1 << 30) - 1);
                     s_min = best;

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+from hypothesis import strategies as st
 
 KINDS = ("int", "int_small", "int_n", "int_10n", "float", "negative", "huge", "wide", "ties", "geometric",
          "inf", "inf_int")
@@ -47,3 +48,15 @@ def random_costs(rng: np.random.Generator, n: int, m: int, kind: str) -> np.ndar
         cost[rng.random((n, m)) < 0.5] = np.inf
         return cost
     raise ValueError(f"unknown kind {kind!r}")
+
+
+@st.composite
+def sparse_graphs(draw, max_size: int = 8):
+    """``(mask, weights)``: which entries of an ``(n, m)`` biadjacency are edges, and their weights
+    (integers in [-5, 20) or normal floats)."""
+    n = draw(st.integers(1, max_size))
+    m = draw(st.integers(1, max_size))
+    rng = np.random.default_rng(draw(st.integers(0, 2**32 - 1)))
+    mask = rng.random((n, m)) < draw(st.sampled_from([0.3, 0.6, 1.0]))
+    weights = rng.integers(-5, 20, (n, m)).astype(float) if draw(st.booleans()) else rng.normal(size=(n, m))
+    return mask, weights

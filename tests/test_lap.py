@@ -11,7 +11,7 @@ import scipy.sparse as sp
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from lap_instances import random_costs
+from lap_instances import random_costs, sparse_graphs
 from tracker import lap
 
 
@@ -80,16 +80,6 @@ def test_dense_integer_and_bool_inputs():
     assert cost[rows, cols].sum() == 5
     rows, cols = lap.linear_sum_assignment(np.eye(3, dtype=bool), maximize=True, solver="scipy")
     assert np.array_equal(cols, [0, 1, 2])
-
-
-@st.composite
-def sparse_graphs(draw):
-    n = draw(st.integers(1, 8))
-    m = draw(st.integers(1, 8))
-    rng = np.random.default_rng(draw(st.integers(0, 2**32 - 1)))
-    mask = rng.random((n, m)) < draw(st.sampled_from([0.3, 0.6, 1.0]))
-    weights = rng.integers(-5, 20, (n, m)).astype(float) if draw(st.booleans()) else rng.normal(size=(n, m))
-    return mask, weights
 
 
 @settings(max_examples=300, deadline=None)

@@ -14,7 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy.spatial import cKDTree
 
-from lap_instances import random_costs
+from lap_instances import random_costs, sparse_graphs
 from tracker import lap
 from tracker.lap import _scipy, auction
 
@@ -161,19 +161,9 @@ def test_dense_cupy_in_cupy_out_and_ties():
     assert isinstance(rows, cupy.ndarray) and len(cupy.unique(cols)) == 256
 
 
-@st.composite
-def sparse_graphs(draw):
-    n = draw(st.integers(1, 9))
-    m = draw(st.integers(1, 9))
-    rng = np.random.default_rng(draw(st.integers(0, 2**32 - 1)))
-    mask = rng.random((n, m)) < draw(st.sampled_from([0.3, 0.6, 1.0]))
-    weights = rng.integers(-5, 20, (n, m)).astype(float) if draw(st.booleans()) else rng.normal(size=(n, m))
-    return mask, weights
-
-
 @pytest.mark.gpu
 @settings(max_examples=300, deadline=None)
-@given(sparse_graphs(), st.booleans())
+@given(sparse_graphs(max_size=9), st.booleans())
 def test_sparse_matches_scipy(graph, maximize):
     mask, weights = graph
     dense = np.where(mask, weights, -np.inf if maximize else np.inf)

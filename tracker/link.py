@@ -264,7 +264,7 @@ class _LinkState:
             # with the gap, and a penalty per missing frame.
             gap_v = self.has_velocity[gap_ends] & self.predicts(model)
             gap_predicted = predict_positions(positions[gap_ends], self.velocity[gap_ends], gap_v, p, gap_steps)
-            gap_variance = self.class_variance(gap_v, model) * spread_factor(p, gap_steps, gap_v) ** float(__import__("os").environ.get("SPREXP", "1"))
+            gap_variance = self.class_variance(gap_v, model) * spread_factor(p, gap_steps, gap_v)
             gap_radius = np.minimum(DEFAULT_GATE_SIGMAS * np.sqrt(gap_variance * self.scale(gap_ends)),
                                     self.gate * np.sqrt(gap_steps))
             predicted = np.concatenate([predicted, gap_predicted])

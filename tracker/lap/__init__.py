@@ -232,8 +232,9 @@ def solve_gated(
     if solver == "auto" and not on_gpu and n_rows < AUTO_GPU_MIN_GATED_ROWS:
         solver = "scipy"
     backend = get_solver(solver, "gated")
-    # Inputs already on the GPU stay there for a GPU solver; everything else is NumPy.
-    xp = _module_for(backend) if backend.gated is not None else np
+    # Inputs already on the GPU stay there for a GPU solver; the generic sparse route builds a
+    # SciPy matrix on the host.
+    xp = np if backend.gated is None and backend.sparse is not None else _module_for(backend)
     rows, cols = _as_array(xp, rows, np.int64), _as_array(xp, cols, np.int64)
     cost = _as_array(xp, cost, np.float64)
     if not (rows.shape == cols.shape == cost.shape and rows.ndim == 1):

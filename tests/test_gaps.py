@@ -70,3 +70,20 @@ def test_gap_closing_does_not_hurt_without_blinking():
     f1_without = metrics.evaluate(link.link_detections(detections, gate, max_gap=0), truth, 0.5 * nn)["link_f1"]
     f1_with = metrics.evaluate(link.link_detections(detections, gate), truth, 0.5 * nn)["link_f1"]
     assert f1_with >= f1_without - 0.002
+
+
+def test_track_ends_in_the_frame_assignment_help_on_blinking_data(monkeypatch):
+    truth, detections, step, nn = _dense_cell(0.5, 0.0, n=1500, frames=12, blink=0.1)
+    gate = 2.5 * step
+    with_ends = metrics.evaluate(link.link_detections(detections, gate, solver="scipy"), truth, 0.5 * nn)
+    monkeypatch.setattr(link, "IN_PAIR_GAPS_MIN_MISSING", 2.0)  # never: gap closing afterwards only
+    after_only = metrics.evaluate(link.link_detections(detections, gate, solver="scipy"), truth, 0.5 * nn)
+    assert with_ends["link_f1"] > after_only["link_f1"]
+
+
+def test_a_track_end_never_gets_two_successors():
+    truth, detections, step, nn = _dense_cell(0.5, 0.5, n=800, frames=8, blink=0.2)
+    tracks = link.link_detections(detections, 2.5 * step, solver="scipy")
+    # One point per track and frame, frames increasing along each track.
+    key = tracks["track_id"] * 1000 + tracks["frame"]
+    assert len(np.unique(key)) == len(key)

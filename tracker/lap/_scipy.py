@@ -132,33 +132,36 @@ MEDIUM_COMPONENT_SIZE = 128
 
 
 def _solve_medium_components(rows, cols, cost, edge_label, row_unassigned, col_unassigned):
-    """Exact solution of many medium components: local indices for all at once, then one dense solve each.
+    """Exact solution of many medium components: every dense matrix built at once, then one dense solve each.
 
     Each component is the reduced problem of :func:`reduced_problem` as a
-    dense ``r x (c + r)`` matrix for :func:`scipy.optimize.linear_sum_assignment`.
+    dense ``r x (c + r)`` matrix for :func:`scipy.optimize.linear_sum_assignment`;
+    all of them are laid out in one flat buffer and filled with vectorised
+    scatters, so the Python loop only slices, solves and stores.
     """
     row_nodes, row_labels, row_rank, row_of_edge = _local_index(rows, edge_label)
     col_nodes, col_labels, col_rank, col_of_edge = _local_index(cols, edge_label)
     local_row, local_col = row_rank[row_of_edge], col_rank[col_of_edge]
-    weight = cost - col_unassigned[cols]
-    order = np.argsort(edge_label, kind="stable")
-    edge_bounds = np.r_[0, np.flatnonzero(np.diff(edge_label[order])) + 1, len(order)]
     row_bounds = np.r_[0, np.flatnonzero(np.diff(row_labels)) + 1, len(row_labels)]
     col_bounds = np.r_[0, np.flatnonzero(np.diff(col_labels)) + 1, len(col_labels)]
-    chosen_rows, chosen_cols = [], []
-    for k in range(len(edge_bounds) - 1):
-        edges = order[edge_bounds[k]:edge_bounds[k + 1]]
-        r0, r1 = row_bounds[k], row_bounds[k + 1]
-        c0, c1 = col_bounds[k], col_bounds[k + 1]
-        n_r, n_c = r1 - r0, c1 - c0
-        dense = np.full((n_r, n_c + n_r), np.inf)
-        dense[local_row[edges], local_col[edges]] = weight[edges]
-        dense[np.arange(n_r), n_c + np.arange(n_r)] = row_unassigned[row_nodes[r0:r1]]
-        assigned_rows, assigned_cols = scipy.optimize.linear_sum_assignment(dense)
-        linked = assigned_cols < n_c
-        chosen_rows.append(row_nodes[r0:r1][assigned_rows[linked]])
-        chosen_cols.append(col_nodes[c0:c1][assigned_cols[linked]])
-    return np.concatenate(chosen_rows), np.concatenate(chosen_cols)
+    n_r, n_c = np.diff(row_bounds), np.diff(col_bounds)
+    width = n_c + n_r
+    offset = np.r_[0, np.cumsum(n_r * width)]
+    # Component (0, 1, ... in label order) of every edge and of every distinct row.
+    edge_component = np.searchsorted(row_labels[row_bounds[:-1]], edge_label)
+    row_component = np.repeat(np.arange(len(n_r)), n_r)
+    flat = np.full(int(offset[-1]), np.inf)
+    flat[offset[edge_component] + local_row * width[edge_component] + local_col] = cost - col_unassigned[cols]
+    flat[offset[row_component] + row_rank * width[row_component] + n_c[row_component] + row_rank] = (
+        row_unassigned[row_nodes])
+    chosen_row = np.empty(len(row_nodes), dtype=np.int64)  # local column of each distinct row
+    lsa = scipy.optimize.linear_sum_assignment
+    for start, stop, r, w, r0 in zip(offset[:-1].tolist(), offset[1:].tolist(), n_r.tolist(), width.tolist(),
+                                     row_bounds[:-1].tolist()):
+        chosen_row[r0:r0 + r] = lsa(flat[start:stop].reshape(r, w))[1]
+    linked = chosen_row < n_c[row_component]
+    global_cols = col_nodes[col_bounds[:-1][row_component[linked]] + chosen_row[linked]]
+    return row_nodes[linked], global_cols
 
 
 @functools.lru_cache(maxsize=None)

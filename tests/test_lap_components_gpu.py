@@ -271,3 +271,21 @@ def test_gpu_property_matches_scipy(instance):
     got_r, got_c = lap.solve_gated(rows, cols, cost, shape, row_un, col_un, solver="auction")
     got = objective(rows, cols, cost, row_un, col_un, got_r, got_c)
     assert_same(got, reference(rows, cols, cost, shape, row_un, col_un), integer)
+
+
+@pytest.mark.parametrize("emulate", [True, pytest.param(False, marks=pytest.mark.gpu)])
+def test_all_pruned_and_empty(emulate):
+    xp = np
+    if not emulate:
+        import cupy as xp
+    rows, cols = xp.asarray([0, 1, 1]), xp.asarray([0, 0, 1])
+    cost = xp.asarray([5.0, 4.0, 9.0])  # every edge >= both no-link costs together
+    un = xp.asarray([2.0, 2.0])
+    for r, c, w in ((rows, cols, cost), (rows[:0], cols[:0], cost[:0])):
+        got_r, got_c = components_gpu.solve_gated(2, 2, r, c, w, un, un, None, emulate=emulate)
+        assert got_r.size == 0 and got_c.size == 0
+    assert components_gpu.LAST_STATS["edges"] == 0
+    # one edge just below the sum is kept and taken
+    got_r, got_c = components_gpu.solve_gated(2, 2, rows, cols, xp.asarray([3.999, 4.0, 9.0]), un, un, None,
+                                              emulate=emulate)
+    assert got_r.tolist() == [0] and got_c.tolist() == [0]

@@ -3,15 +3,17 @@
 //
 // Nodes: rows 0 .. n_rows-1, columns n_rows .. n_rows+n_cols-1; edges (rows[e], cols[e]).
 //
-// Step 1 (cc_hook): union-find over the edges in one launch (ECL-CC style, Jaynes et al. 2018):
-//   every edge finds the roots of its ends with intermediate pointer jumping and hooks the larger
+// Step 1 (cc_hook): pruning and union-find over the edges in one launch (ECL-CC style, Jaynes et al.
+//   2018): an edge with cost >= row_unassigned + col_unassigned is never needed for an optimum and is
+//   dropped (class 3); every other edge finds the roots of its ends with intermediate pointer jumping and hooks the larger
 //   root under the smaller one with atomicCAS (retrying on contention). Parents only ever
 //   decrease, so the root of a tree is the smallest node of its component. Also node degrees.
 // Step 2 (cc_finalize): every node points straight at its root (the component label) and counts
 //   itself (if it has an edge) as a row / column of its component; rows add their degree to the
 //   component's edge count.
-// Step 3 (cc_classify): class of every edge: 0 = its component has one edge (taken directly),
-//   1 = at most max_side rows and columns (the warp solver), 2 = larger (the sparse auction).
+// Step 3 (cc_classify): sort key class * n_nodes + component of every edge; class 0 = its component
+//   has one edge (taken directly), 1 = at most max_side rows and columns (the warp solver),
+//   2 = larger (the sparse auction), 3 = pruned in step 1.
 // Step 4 (solve_small_components): one warp per small component, exact shortest augmenting path
 //   (Jonker-Volgenant / the algorithm of scipy's linear_sum_assignment) on the reduced problem
 //   r x (c + r): column j < c is real with weight cost - col_unassigned[j] (+inf without edge),
@@ -42,12 +44,19 @@ __device__ __forceinline__ int cc_root(int* parent, int v)
 }
 
 extern "C" __global__ void cc_hook(const long long n_edges, const int n_rows, const long long* __restrict__ rows,
-                                   const long long* __restrict__ cols, int* parent, int* __restrict__ degree)
+                                   const long long* __restrict__ cols, const double* __restrict__ cost,
+                                   const double* __restrict__ row_unassigned,
+                                   const double* __restrict__ col_unassigned, int* parent, int* __restrict__ degree,
+                                   signed char* __restrict__ pruned)
 {
     for (long long e = blockIdx.x * (long long)blockDim.x + threadIdx.x; e < n_edges;
          e += (long long)gridDim.x * blockDim.x) {
         int a = (int)rows[e];
-        int b = n_rows + (int)cols[e];
+        int c = (int)cols[e];
+        const bool keep = cost[e] < row_unassigned[a] + col_unassigned[c];
+        pruned[e] = keep ? 0 : 1;
+        if (!keep) continue;
+        int b = n_rows + c;
         atomicAdd(&degree[a], 1);
         atomicAdd(&degree[b], 1);
         int ra = cc_root(parent, a);
@@ -90,20 +99,21 @@ extern "C" __global__ void cc_finalize(const int n_nodes, const int n_rows, int*
 
 // ---------------------------------------------------------------- step 3 --
 
-extern "C" __global__ void cc_classify(const long long n_edges, const long long* __restrict__ rows,
-                                       const int* __restrict__ parent, const int* __restrict__ n_comp_rows,
-                                       const int* __restrict__ n_comp_cols, const int* __restrict__ n_comp_edges,
-                                       const int max_side, int* __restrict__ label, signed char* __restrict__ cls)
+extern "C" __global__ void cc_classify(const long long n_edges, const int n_nodes, const long long* __restrict__ rows,
+                                       const signed char* __restrict__ pruned, const int* __restrict__ parent,
+                                       const int* __restrict__ n_comp_rows, const int* __restrict__ n_comp_cols,
+                                       const int* __restrict__ n_comp_edges, const int max_side,
+                                       long long* __restrict__ key)
 {
     for (long long e = blockIdx.x * (long long)blockDim.x + threadIdx.x; e < n_edges;
          e += (long long)gridDim.x * blockDim.x) {
+        if (pruned[e]) { key[e] = 3LL * n_nodes; continue; }
         int root = parent[(int)rows[e]];
-        label[e] = root;
-        signed char k;
+        long long k;
         if (n_comp_edges[root] == 1) k = 0;
         else if (n_comp_rows[root] <= max_side && n_comp_cols[root] <= max_side) k = 1;
         else k = 2;
-        cls[e] = k;
+        key[e] = k * n_nodes + root;
     }
 }
 

@@ -4,12 +4,12 @@ Used by the ``auction`` solver's gated entry point (``tracker/lap/auction.py``).
 Kernels in ``components_gpu.cu``:
 
 1. edges costlier than (or as costly as) both "no link" choices are dropped
-   (never needed for an optimum);
+   (never needed for an optimum), in the launch of step 2;
 2. connected components of the bipartite graph: one union-find launch over the
    edges (``cc_hook``, hooking with atomicCAS, the root of a component is its
    smallest node), one launch pointing every node at its root and counting rows,
-   columns and edges per component (``cc_finalize``), one launch classifying the
-   edges (``cc_classify``);
+   columns and edges per component (``cc_finalize``), one launch writing every
+   edge's sort key ``class * n_nodes + component`` (``cc_classify``);
 3. components of one edge: the edge is taken (after step 1 it beats "no link");
    components of at most :data:`WARP_MAX` rows and columns (at most 32): ONE
    launch, one warp per component, an exact shortest-augmenting-path solver
@@ -62,24 +62,25 @@ class _CudaKernels:
     def _grid(self, items):
         return (max(1, min(-(-items // _THREADS), self.sms * 32)),)
 
-    def label(self, n_rows, n_cols, rows, cols, max_side):
-        """Component label (root node) and class (0 single, 1 small, 2 large) of every edge."""
+    def keys(self, n_rows, n_cols, rows, cols, cost, row_un, col_un, max_side):
+        """Sort key ``class * n_nodes + component`` of every edge (class 0 single, 1 small, 2 large, 3 pruned)."""
         xp = self.xp
         n_nodes = n_rows + n_cols
         n_edges = rows.size
         parent = xp.arange(n_nodes, dtype=np.int32)
         counts = xp.zeros((4, n_nodes), dtype=np.int32)  # degree, rows, cols, edges per component
+        pruned = xp.empty(n_edges, dtype=np.int8)
         self.f["cc_hook"](self._grid(n_edges), (_THREADS,),
-                          (np.int64(n_edges), np.int32(n_rows), rows, cols, parent, counts[0]))
+                          (np.int64(n_edges), np.int32(n_rows), rows, cols, cost, row_un, col_un, parent, counts[0],
+                           pruned))
         self.f["cc_finalize"](self._grid(n_nodes), (_THREADS,),
                               (np.int32(n_nodes), np.int32(n_rows), parent, counts[0], counts[1], counts[2],
                                counts[3]))
-        label = xp.empty(n_edges, dtype=np.int32)
-        cls = xp.empty(n_edges, dtype=np.int8)
+        key = xp.empty(n_edges, dtype=np.int64)
         self.f["cc_classify"](self._grid(n_edges), (_THREADS,),
-                              (np.int64(n_edges), rows, parent, counts[1], counts[2], counts[3],
-                               np.int32(max_side), label, cls))
-        return label, cls
+                              (np.int64(n_edges), np.int32(n_nodes), rows, pruned, parent, counts[1], counts[2],
+                               counts[3], np.int32(max_side), key))
+        return key
 
     def solve_small(self, starts, perm, rows, cols, cost, row_un, col_un):
         """Chosen flag (int8) of every edge position ``perm`` of the small components."""
@@ -100,7 +101,15 @@ class _EmulatedKernels:
 
     xp = np
 
+    def keys(self, n_rows, n_cols, rows, cols, cost, row_un, col_un, max_side):
+        keep = cost < row_un[rows] + col_un[cols]
+        label, cls = self.label(n_rows, n_cols, rows[keep], cols[keep], max_side)
+        key = np.full(rows.size, 3 * (n_rows + n_cols), dtype=np.int64)
+        key[keep] = cls.astype(np.int64) * (n_rows + n_cols) + label
+        return key
+
     def label(self, n_rows, n_cols, rows, cols, max_side):
+        """Component label (smallest node) and class of every edge, by a sequential union-find."""
         n_nodes = n_rows + n_cols
         parent = np.arange(n_nodes)
         degree = np.zeros(n_nodes, dtype=np.int64)
@@ -239,30 +248,22 @@ def solve_gated(n_rows, n_cols, rows, cols, cost, row_un, col_un, large_solver, 
     cost = xp.ascontiguousarray(xp.asarray(cost, dtype=np.float64))
     row_un = xp.ascontiguousarray(xp.asarray(row_un, dtype=np.float64))
     col_un = xp.ascontiguousarray(xp.asarray(col_un, dtype=np.float64))
-    # 1. prune
-    useful = cost < row_un[rows] + col_un[cols]
-    rows, cols, cost = rows[useful], cols[useful], cost[useful]
-    stats = {"edges": int(rows.size)}
-    if rows.size == 0:
-        empty = xp.empty(0, dtype=np.int64)
-        LAST_STATS.clear()
-        LAST_STATS.update(stats)
-        return empty, empty.copy()
-    # 2. components and edge classes
-    label, cls = kern.label(n_rows, n_cols, rows, cols, max_side)
-    # one sort groups the edges by class, then by component
-    key = cls.astype(np.int64) * (n_rows + n_cols) + label
+    n_nodes = n_rows + n_cols
+    # 1-2. pruning, components and edge classes; one sort groups the edges by class, then by component
+    key = kern.keys(n_rows, n_cols, rows, cols, cost, row_un, col_un, max_side)
     order = xp.argsort(key, kind="stable") if xp is np else xp.argsort(key)
-    bounds = xp.searchsorted(cls[order], xp.asarray([1, 2], dtype=np.int8)).tolist()
-    n_single, n_small_end = int(bounds[0]), int(bounds[1])
+    sorted_key = key[order]
+    bounds = xp.searchsorted(sorted_key, xp.asarray([n_nodes, 2 * n_nodes, 3 * n_nodes], dtype=np.int64)).tolist()
+    n_single, n_small_end, n_kept = (int(b) for b in bounds)
+    stats = {"edges": n_kept}
     single = order[:n_single]
     small = order[n_single:n_small_end]
-    large = order[n_small_end:]
+    large = order[n_small_end:n_kept]
     chosen_r, chosen_c = [rows[single]], [cols[single]]
     # 3. small components: one launch
     n_components = 0
     if small.size:
-        small_label = label[small]
+        small_label = sorted_key[n_single:n_small_end]
         new = xp.ones(small.size, dtype=bool)
         new[1:] = small_label[1:] != small_label[:-1]
         starts = xp.concatenate([xp.flatnonzero(new), xp.asarray([small.size])]).astype(np.int64)

@@ -117,8 +117,10 @@ def gated_links_per_source(
         k = min(4 * k, len(target_um))
     rows = np.concatenate(found_rows).astype(np.int64)
     cols = np.concatenate(found_cols).astype(np.int64)
-    cost = np.sum((source_um[rows] - target_um[cols]) ** 2, axis=1)
+    delta = source_um[rows] - target_um[cols]
+    delta *= delta
+    cost = delta[:, 0] + delta[:, 1] + delta[:, 2]
     inside = cost <= radius[rows] ** 2
     rows, cols, cost = rows[inside], cols[inside], cost[inside]
-    order = np.lexsort((cols, rows))
+    order = np.argsort(rows * len(target_um) + cols)  # keys are distinct: (row, col) order
     return rows[order], cols[order], cost[order]

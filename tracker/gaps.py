@@ -104,25 +104,37 @@ def close_gaps(
     edge_rows, edge_cols, edge_cost, edge_residual = [], [], [], []
     end_frames, start_frames = frames[ends], frames[starts]
     for n_steps in range(2, max_gap + 2):
-        for frame in np.unique(end_frames):
-            e = np.flatnonzero(end_frames == frame)
-            s = np.flatnonzero(start_frames == frame + n_steps)
-            if len(e) == 0 or len(s) == 0:
-                continue
-            end_points = ends[e]
-            with_v = has_velocity[end_points] & predicts
-            predicted = predict_positions(
-                positions[end_points], velocity[end_points], with_v, persistence if predicts else 0.0, n_steps
-            )
-            one_step = np.where(with_v, residual_variance if predicts else step_variance, step_variance)
-            variance = one_step * spread_factor(persistence if predicts else 0.0, n_steps, with_v)
-            variance = variance * scale[end_points]
-            radius = np.minimum(DEFAULT_GATE_SIGMAS * np.sqrt(variance), max_displacement_um * np.sqrt(n_steps))
-            rows, cols, distance_sq = gated_links_per_source(predicted, positions[starts[s]], radius)
-            edge_rows.append(e[rows])
-            edge_cols.append(s[cols])
-            edge_cost.append(distance_sq / variance[rows] + gap_penalty * (n_steps - 1))
-            edge_residual.append(distance_sq / n_steps)
+        # All frames in one search: frame t's ends and frame t + n_steps's
+        # starts are moved to slab t along z, slabs farther apart than any
+        # search radius, so that only pairs of the same slab can be found.
+        e = np.flatnonzero(np.isin(end_frames + n_steps, start_frames))
+        s = np.flatnonzero(np.isin(start_frames - n_steps, end_frames))
+        if len(e) == 0 or len(s) == 0:
+            continue
+        end_points = ends[e]
+        with_v = has_velocity[end_points] & predicts
+        predicted = predict_positions(
+            positions[end_points], velocity[end_points], with_v, persistence if predicts else 0.0, n_steps
+        )
+        one_step = np.where(with_v, residual_variance if predicts else step_variance, step_variance)
+        variance = one_step * spread_factor(persistence if predicts else 0.0, n_steps, with_v)
+        variance = variance * scale[end_points]
+        radius = np.minimum(DEFAULT_GATE_SIGMAS * np.sqrt(variance), max_displacement_um * np.sqrt(n_steps))
+        targets = positions[starts[s]]
+        low = min(predicted[:, 0].min(), targets[:, 0].min())
+        slab = max(predicted[:, 0].max(), targets[:, 0].max()) - low + 2.0 * float(radius.max()) + 1.0
+        first = int(end_frames[e].min())
+        moved_sources = predicted.copy()
+        moved_sources[:, 0] += (end_frames[e] - first) * slab
+        moved_targets = targets.copy()
+        moved_targets[:, 0] += (start_frames[s] - n_steps - first) * slab
+        rows, cols, _ = gated_links_per_source(moved_sources, moved_targets, radius)
+        delta = predicted[rows] - targets[cols]
+        distance_sq = np.sum(delta * delta, axis=1)
+        edge_rows.append(e[rows])
+        edge_cols.append(s[cols])
+        edge_cost.append(distance_sq / variance[rows] + gap_penalty * (n_steps - 1))
+        edge_residual.append(distance_sq / n_steps)
     if not edge_rows:
         return 0
     rows, cols = np.concatenate(edge_rows), np.concatenate(edge_cols)

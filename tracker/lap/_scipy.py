@@ -79,8 +79,12 @@ def solve_gated(
     edge_label = labels[rows]
     n_labels = int(labels.max()) + 1
     edges_per_label = np.bincount(edge_label, minlength=n_labels)
-    rows_per_label = np.bincount(labels[np.unique(rows)], minlength=n_labels)
-    cols_per_label = np.bincount(labels[n_rows + np.unique(cols)], minlength=n_labels)
+    row_used = np.zeros(n_rows, dtype=bool)
+    row_used[rows] = True
+    col_used = np.zeros(n_cols, dtype=bool)
+    col_used[cols] = True
+    rows_per_label = np.bincount(labels[:n_rows][row_used], minlength=n_labels)
+    cols_per_label = np.bincount(labels[n_rows:][col_used], minlength=n_labels)
 
     # The pruned single edge of an isolated pair always beats "no link".
     single = edges_per_label[edge_label] == 1

@@ -1,23 +1,37 @@
 #!/usr/bin/env bash
 # One call on a GPU machine: the GPU tests, the benchmarks, and a short summary table last.
 #
-#   bash benchmarks/gpu_check.sh [--quick] [OUT_DIR]
+#   bash benchmarks/gpu_check.sh [--quick] [--no-tests | --no-bench] [OUT_DIR]
 #
 # --quick: dense LAP at n = 1000, 4096; sparse gated at 10k, 100k nodes; a 20-frame 32×256×256
 # pipeline. Without it: the issues' full sizes (takes longer than one 10-minute device call; run the
-# pieces separately there). Markdown reports and logs go to OUT_DIR (default: $OUT, else
+# pieces separately there, e.g. --no-tests and --no-bench in two calls). Markdown reports and logs go to OUT_DIR (default: $OUT, else
 # benchmarks/results/latest). Runs from a checkout without installing (PYTHONPATH).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 export PYTHONPATH="$PWD:$PWD/plugins${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
 
-quick=""
-if [ "${1:-}" = "--quick" ]; then quick="--quick"; shift; fi
+quick="" tests=1 bench=1
+while [ $# -gt 0 ]; do
+    case "$1" in
+        --quick) quick="--quick" ;;
+        --no-tests) tests=0 ;;
+        --no-bench) bench=0 ;;
+        *) break ;;
+    esac
+    shift
+done
 out_dir="${1:-${OUT:-benchmarks/results/latest}}"
 mkdir -p "$out_dir"
 
-echo "== GPU tests"
-python3 -m pytest -q -m gpu -p no:cacheprovider tests 2>&1 | tee "$out_dir/gpu_tests.log" | tail -n 30
+if [ "$tests" = 1 ]; then
+    echo "== GPU tests"
+    python3 -m pytest -q -m gpu -p no:cacheprovider tests 2>&1 | tee "$out_dir/gpu_tests.log" | tail -n 30
+fi
+if [ "$bench" = 0 ]; then
+    python3 benchmarks/gpu_summary.py "$out_dir"
+    exit 0
+fi
 
 echo "== dense and sparse LAP benchmark"
 python3 benchmarks/lap_bench.py $quick --markdown "$out_dir/lap_bench.md" > "$out_dir/lap_bench.log" 2>&1 \

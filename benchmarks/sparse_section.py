@@ -5,11 +5,12 @@ markdown section) and runnable on its own::
 
     PYTHONPATH=. python3 benchmarks/sparse_section.py --quick [--out FILE]
 
-Instances: ``n`` points uniform in a cube (density 1), a displaced and
-shuffled copy (3 % of the particles vanish) with Gaussian steps of RMS length
-``step`` x the mean nearest-neighbour distance, candidate links within a gate
-of 3 x the RMS step (cKDTree), cost = squared distance, "no link" cost
-1.05 x the largest link cost. "nodes" below = particles per frame (the
+Instances (:func:`tracker.simulate.gated_frame_pair`): ``n`` points uniform
+in a cube (density 1), a displaced and shuffled copy (3 % of the particles
+vanish) with Gaussian steps of RMS length ``step`` x the mean
+nearest-neighbour distance, candidate links within a gate of 3 x the RMS step
+(cKDTree), cost = squared distance, "no link" cost 1.05 x the largest link
+cost. "nodes" below = particles per frame (the
 problem has about 2n nodes).
 
 Baselines: ``scipy.sparse.csgraph.min_weight_full_bipartite_matching`` on the
@@ -27,22 +28,14 @@ import time
 
 import numpy as np
 import scipy.sparse as sp
-from scipy.spatial import cKDTree
+
+from tracker.simulate import gated_frame_pair
 
 SCIPY_TIME_LIMIT_S = 60.0
 
 
 def gated_instance(n: int, step: float, seed: int = 0, gate_factor: float = 3.0):
-    rng = np.random.default_rng(seed)
-    pts = rng.random((n, 3)) * n ** (1 / 3)
-    nn = cKDTree(pts).query(pts, k=2)[0][:, 1].mean()
-    moved = pts + rng.normal(0, step * nn / np.sqrt(3), pts.shape)
-    moved = moved[rng.permutation(n)][: int(n * 0.97)]
-    pairs = cKDTree(pts).sparse_distance_matrix(cKDTree(moved), gate_factor * step * nn, output_type="coo_matrix")
-    rows, cols = pairs.row.astype(np.int64), pairs.col.astype(np.int64)
-    cost = pairs.data**2
-    un = 1.05 * float(cost.max()) if cost.size else 1.0
-    return rows, cols, cost, (n, len(moved)), un
+    return gated_frame_pair(n, step, seed=seed, gate_factor=gate_factor)
 
 
 def objective(rows, cols, cost, shape, un, chosen_r, chosen_c):

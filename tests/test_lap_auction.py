@@ -12,10 +12,10 @@ import scipy.optimize
 import scipy.sparse as sp
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from scipy.spatial import cKDTree
 
 from lap_instances import random_costs, sparse_graphs
 from tracker import lap
+from tracker.simulate import gated_frame_pair
 from tracker.lap import _scipy, auction
 
 
@@ -31,17 +31,7 @@ def gated_objective(rows, cols, chosen_r, chosen_c, cost, row_un, col_un):
 
 def geometric_gated(n, step, seed, gate_factor=3.0):
     """3D tracking instance: n points, displaced copy (RMS step = step x mean NN distance)."""
-    rng = np.random.default_rng(seed)
-    pts = rng.random((n, 3)) * n ** (1 / 3)
-    nn = cKDTree(pts).query(pts, k=2)[0][:, 1].mean()
-    moved = pts + rng.normal(0, step * nn / np.sqrt(3), pts.shape)
-    moved = moved[rng.permutation(n)][: int(n * 0.97)]  # some particles vanish
-    gate = gate_factor * step * nn
-    pairs = cKDTree(pts).sparse_distance_matrix(cKDTree(moved), gate, output_type="coo_matrix")
-    rows, cols = pairs.row.astype(np.int64), pairs.col.astype(np.int64)
-    cost = pairs.data**2
-    un = 1.05 * cost.max() if cost.size else 1.0
-    return rows, cols, cost, (n, len(moved)), un
+    return gated_frame_pair(n, step, seed=seed, gate_factor=gate_factor)
 
 
 def check_gated(rows, cols, cost, shape, row_un, col_un, solver="auction"):

@@ -14,10 +14,10 @@ import scipy.sparse as sp
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy.sparse.csgraph import connected_components
-from scipy.spatial import cKDTree
 
 from tracker import lap
 from tracker.lap import _scipy, auction, components_gpu
+from tracker.simulate import gated_frame_pair
 
 
 @pytest.fixture(autouse=True)
@@ -74,16 +74,8 @@ def clustered(rng, n_groups, max_group, density, integer=False, per_node=True, t
 
 
 def geometric_gated(n, step, seed, gate_factor=3.0):
-    rng = np.random.default_rng(seed)
-    pts = rng.random((n, 3)) * n ** (1 / 3)
-    nn = cKDTree(pts).query(pts, k=2)[0][:, 1].mean()
-    moved = pts + rng.normal(0, step * nn / np.sqrt(3), pts.shape)
-    moved = moved[rng.permutation(n)][: int(n * 0.97)]
-    pairs = cKDTree(pts).sparse_distance_matrix(cKDTree(moved), gate_factor * step * nn, output_type="coo_matrix")
-    rows, cols = pairs.row.astype(np.int64), pairs.col.astype(np.int64)
-    cost = pairs.data**2
-    un = 1.05 * cost.max() if cost.size else 1.0
-    return rows, cols, cost, (n, len(moved)), np.full(n, un), np.full(len(moved), un)
+    rows, cols, cost, shape, un = gated_frame_pair(n, step, seed=seed, gate_factor=gate_factor)
+    return rows, cols, cost, shape, np.full(shape[0], un), np.full(shape[1], un)
 
 
 def reference(rows, cols, cost, shape, row_un, col_un):

@@ -50,3 +50,14 @@ def test_render_places_spots_at_the_true_positions():
     assert stack.dtype == np.uint16 and stack.shape == (1, 10, 20, 20)
     peak = np.unravel_index(np.argmax(stack[0]), stack.shape[1:])
     assert peak == (4, 12, 6)
+
+
+def test_gated_frame_pair_is_a_gated_linking_problem():
+    rows, cols, cost, shape, no_link = simulate.gated_frame_pair(2000, 0.3, seed=4)
+    assert shape == (2000, 1940) and rows.dtype == cols.dtype == np.int64
+    assert rows.max() < shape[0] and cols.max() < shape[1] and np.all(cost >= 0)
+    assert no_link == pytest.approx(1.05 * cost.max())
+    # most particles keep a candidate: the gate is 3 RMS steps
+    assert len(np.unique(rows)) > 0.9 * shape[1]
+    again = simulate.gated_frame_pair(2000, 0.3, seed=4)
+    assert all(np.array_equal(a, b) for a, b in zip((rows, cols, cost), again[:3]))

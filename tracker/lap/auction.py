@@ -31,6 +31,7 @@ against SciPy).
 
 from __future__ import annotations
 
+import functools
 import math
 import time
 
@@ -229,16 +230,14 @@ class _Problem:
         return self.indices[start:end], self.cost[start:end]
 
 
-_KERNELS = None
-
-
 def _kernels(emulate: bool = False):
-    global _KERNELS
-    if emulate:
-        return _EmulatedKernels()
-    if _KERNELS is None:
-        _KERNELS = _CudaKernels()
-    return _KERNELS
+    """The CUDA kernels (compiled once per process), or their NumPy emulation for CPU tests."""
+    return _EmulatedKernels() if emulate else _cuda_kernels()
+
+
+@functools.lru_cache(maxsize=1)
+def _cuda_kernels():
+    return _CudaKernels()
 
 
 # ------------------------------------------------------------------- driver --

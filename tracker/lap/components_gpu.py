@@ -26,6 +26,7 @@ the kernels (tests on machines without a GPU).
 
 from __future__ import annotations
 
+import functools
 import os
 import time
 
@@ -215,16 +216,14 @@ def solve_component_reduced(rows, cols, cost, row_un, col_un) -> np.ndarray:
     return edge[linked, col4row[linked]]
 
 
-_KERNELS = None
-
-
 def _kernels(emulate: bool):
-    global _KERNELS
-    if emulate:
-        return _EmulatedKernels()
-    if _KERNELS is None:
-        _KERNELS = _CudaKernels()
-    return _KERNELS
+    """The CUDA kernels (compiled once per process), or their NumPy emulation for CPU tests."""
+    return _EmulatedKernels() if emulate else _cuda_kernels()
+
+
+@functools.lru_cache(maxsize=1)
+def _cuda_kernels():
+    return _CudaKernels()
 
 
 # ------------------------------------------------------------------- driver --

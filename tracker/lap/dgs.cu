@@ -175,6 +175,18 @@ extern "C" __global__ void gr_accept(int n, u64* colkey, int* tau, int* sig, int
 
 // --------------------------------------------------------------- switching
 
+// (best, key) <- the arg-max over the warp, ties to the smaller key; valid in every lane.
+__device__ __forceinline__ void warp_argmax(double& best, int& key) {
+    for (int off = 16; off > 0; off >>= 1) {
+        const double other = __shfl_xor_sync(0xffffffffu, best, off);
+        const int other_key = __shfl_xor_sync(0xffffffffu, key, off);
+        if (other > best || (other == best && other_key < key)) {
+            best = other;
+            key = other_key;
+        }
+    }
+}
+
 extern "C" __global__ void dgs_eval(int n, const double* __restrict__ cost, const double* __restrict__ cost_t,
                                     const int* __restrict__ tau, const double* __restrict__ cur, double* gain,
                                     int* partner, u64* claim, double tol, int use_smem,
@@ -204,14 +216,7 @@ extern "C" __global__ void dgs_eval(int n, const double* __restrict__ cost, cons
                 bk = k;
             }
         }
-        for (int off = 16; off > 0; off >>= 1) {
-            double og = __shfl_xor_sync(0xffffffffu, best, off);
-            int ok = __shfl_xor_sync(0xffffffffu, bk, off);
-            if (og > best || (og == best && ok < bk)) {
-                best = og;
-                bk = ok;
-            }
-        }
+        warp_argmax(best, bk);
         if (lane == 0) {
             red_g[wid] = best;
             red_k[wid] = bk;
@@ -220,14 +225,7 @@ extern "C" __global__ void dgs_eval(int n, const double* __restrict__ cost, cons
         if (wid == 0) {
             best = lane < nw ? red_g[lane] : tol;
             bk = lane < nw ? red_k[lane] : INT_BIG;
-            for (int off = 16; off > 0; off >>= 1) {
-                double og = __shfl_xor_sync(0xffffffffu, best, off);
-                int ok = __shfl_xor_sync(0xffffffffu, bk, off);
-                if (og > best || (og == best && ok < bk)) {
-                    best = og;
-                    bk = ok;
-                }
-            }
+            warp_argmax(best, bk);
             if (lane == 0) {
                 bool found = bk != INT_BIG;
                 gain[i] = found ? best : 0.0;

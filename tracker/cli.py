@@ -125,7 +125,7 @@ def _linking_options(command):
         click.option("--solver", type=click.Choice(available_solvers("gated")), default="auto",
                      show_default=True,
                      help="Assignment solver (all exact but 'dgs', a heuristic). 'auto': the GPU auction for "
-                          "frames of 20k+ detections when a GPU is present, else SciPy. The Hungarian solvers "
+                          "frames of 10k+ detections when a GPU is present, else SciPy. The Hungarian solvers "
                           "build one dense matrix per frame pair (moderate sizes). See `track solvers`."),
     ]
     names = ("max_displacement", "motion", "persistence", "adaptive_radius", "max_gap", "gap_penalty", "solver")

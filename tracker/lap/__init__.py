@@ -11,7 +11,7 @@ Three problem shapes share one ``solver=`` argument:
 ``solver="auto"`` picks the fastest exact GPU solver when CuPy and a GPU are
 present, otherwise ``"scipy"`` (and SciPy for gated problems given as NumPy
 arrays with fewer than :data:`AUTO_GPU_MIN_GATED_ROWS` rows, where the CPU is
-as fast). :func:`available_solvers` lists the names.
+about as fast). :func:`available_solvers` lists the names.
 """
 
 from __future__ import annotations
@@ -45,13 +45,14 @@ __all__ = [
 ]
 
 
-AUTO_GPU_MIN_GATED_ROWS = 20_000
+AUTO_GPU_MIN_GATED_ROWS = 10_000
 """Below this many rows, ``solve_gated(solver="auto")`` on NumPy inputs uses SciPy.
 
-Measured on one H100 (``benchmarks/results/lap_sparse_h100.md``): at 10k rows the
-CPU per-component solver and the GPU auction take about the same time (10 vs 10 ms,
-19 vs 25 ms, 250 vs 266 ms at steps 0.1, 0.3, 0.5 of the neighbour distance); at
-100k rows the auction is 4-37x faster.
+Measured on one H100 (``benchmarks/results/gpu_check_h100.md``), GPU auction with
+components vs SciPy per component: at 10k rows 2.9 vs 4.3 ms, 1.8 vs 10.4 ms and
+232 vs 179 ms at steps of 0.1, 0.3 and 0.5 times the neighbour distance; at 100k
+rows 2.8 vs 29 ms, 3.9 vs 82 ms, 0.58 vs 17.7 s. With ~4.6k rows per frame the
+linking stage took the same time either way (``pipeline_h100.md``).
 """
 
 

@@ -105,3 +105,12 @@ def test_bad_tables(tmp_path, content, message):
     path.write_text(content)
     with pytest.raises(io.InputError, match=message):
         io.read_table(path, required=("frame", "z", "y", "x"))
+
+
+def test_table_cells_empty_spaced_and_text(tmp_path):
+    path = tmp_path / "cells.csv"
+    path.write_text("frame,z,y,x,note,score\n0, 1.5 ,2,3, a ,\n1,4,5,6,b,0.25\n")
+    table = io.read_table(path, required=("frame", "z", "y", "x"))
+    np.testing.assert_array_equal(table["z"], [1.5, 4.0])
+    np.testing.assert_array_equal(table["score"], [np.nan, 0.25])
+    assert table["note"].tolist() == ["a", "b"] and table["frame"].dtype == np.int64

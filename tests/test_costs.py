@@ -25,3 +25,18 @@ def test_empty_and_invalid():
 def test_no_link_cost():
     assert costs.no_link_cost(np.array([1.0, 4.0]), 3.0) == pytest.approx(4.2)
     assert costs.no_link_cost(np.array([]), 3.0) == pytest.approx(9.45)
+
+
+@pytest.mark.gpu
+def test_gpu_candidate_search_gives_identical_links(monkeypatch, rng):
+    source = rng.random((20_000, 3)) * 40
+    target = source + rng.normal(0, 0.3, source.shape)
+    radius = rng.uniform(0.2, 1.0, len(source))
+    monkeypatch.setattr(costs, "gpu_available", lambda: False)
+    expected = costs.gated_links_per_source(source, target, radius)
+    monkeypatch.setattr(costs, "gpu_available", lambda: True)
+    monkeypatch.setattr(costs, "GPU_GATING_MIN_POINTS", 0)
+    got = costs.gated_links_per_source(source, target, radius)
+    assert len(expected[0]) > 20_000
+    for a, b in zip(got, expected):
+        np.testing.assert_array_equal(a, b)

@@ -1,14 +1,21 @@
 """Gated link costs between the detections of two frames.
 
 Costs are always sparse: only pairs closer than the maximum displacement are
-candidates, found with a k-d tree, so memory grows with the number of
-plausible links, never with ``n * m``.
+candidates, found with a k-d tree (or, for large frames with a GPU present,
+a uniform grid on the GPU: :mod:`tracker.gating_gpu`), so memory grows with
+the number of plausible links, never with ``n * m``.
 """
 
 from __future__ import annotations
 
 import numpy as np
 from scipy.spatial import cKDTree
+
+from .backend import gpu_available
+
+GPU_GATING_MIN_POINTS = 50_000
+""":func:`gated_links_per_source` searches on the GPU from this many source points
+(when CuPy and a GPU are present); the result is identical either way."""
 
 DEFAULT_NO_LINK_FACTOR = 1.05
 """"No link" cost = this factor × the largest candidate link cost (Jaqaman et al. 2008)."""
@@ -83,7 +90,10 @@ def gated_links_per_source(
     Like :func:`gated_links`, but source ``i`` (a position, or a predicted
     position) only reaches targets within ``radius_um[i]``. Uses k-nearest
     neighbour queries of one k-d tree over the targets on all cores, growing
-    ``k`` only for the sources that need it, so the result is exact.
+    ``k`` only for the sources that need it, so the result is exact; from
+    :data:`GPU_GATING_MIN_POINTS` sources on, with a GPU, the grid search of
+    :mod:`tracker.gating_gpu` at the largest radius instead. Both end with
+    the same exact test on the host, so they return identical arrays.
 
     Returns
     -------
@@ -99,6 +109,31 @@ def gated_links_per_source(
     empty = np.empty(0, dtype=np.int64)
     if len(source_um) == 0 or len(target_um) == 0:
         return empty, empty.copy(), np.empty(0)
+    if len(source_um) >= GPU_GATING_MIN_POINTS and gpu_available():
+        rows, cols = _candidates_gpu(source_um, target_um, float(radius.max()))
+    else:
+        rows, cols = _candidates_kdtree(source_um, target_um, radius)
+    # The exact test, on the host for both searches (the same rounding: identical results).
+    delta = source_um[rows] - target_um[cols]
+    delta *= delta
+    cost = delta[:, 0] + delta[:, 1] + delta[:, 2]
+    inside = cost <= radius[rows] ** 2
+    rows, cols, cost = rows[inside], cols[inside], cost[inside]
+    order = np.argsort(rows * len(target_um) + cols)  # keys are distinct: (row, col) order
+    return rows[order], cols[order], cost[order]
+
+
+def _candidates_gpu(source_um: np.ndarray, target_um: np.ndarray, radius_um: float):
+    """Pairs within ``radius_um`` (padded by a relative 1e-9) from the GPU grid search."""
+    from .backend import to_numpy
+    from .gating_gpu import gated_links_gpu
+
+    rows, cols, _ = gated_links_gpu(source_um, target_um, radius_um * (1 + 1e-9) + 1e-12)
+    return to_numpy(rows), to_numpy(cols)
+
+
+def _candidates_kdtree(source_um: np.ndarray, target_um: np.ndarray, radius: np.ndarray):
+    """Pairs within each source's radius (padded) from k-nearest-neighbour queries of one k-d tree."""
     tree = cKDTree(target_um)
     pending = np.arange(len(source_um))
     k = min(8, len(target_um))
@@ -115,12 +150,4 @@ def gated_links_per_source(
         found_cols.append(index[keep])
         pending = pending[full]
         k = min(4 * k, len(target_um))
-    rows = np.concatenate(found_rows).astype(np.int64)
-    cols = np.concatenate(found_cols).astype(np.int64)
-    delta = source_um[rows] - target_um[cols]
-    delta *= delta
-    cost = delta[:, 0] + delta[:, 1] + delta[:, 2]
-    inside = cost <= radius[rows] ** 2
-    rows, cols, cost = rows[inside], cols[inside], cost[inside]
-    order = np.argsort(rows * len(target_um) + cols)  # keys are distinct: (row, col) order
-    return rows[order], cols[order], cost[order]
+    return np.concatenate(found_rows).astype(np.int64), np.concatenate(found_cols).astype(np.int64)

@@ -249,3 +249,147 @@ def test_cuda_sources_inline_their_local_headers():
         text = cuda_source(path.name)
         assert '#include "' not in text and "#pragma once" not in text
     assert "greedy_assign" in cuda_source("hungarian_tree.cu")
+
+
+# --- Medium components (5..128 rows/columns): vectorised optimality certificate + SciPy for the rest ---
+
+
+def _reduced_reference_objective(n_rows, n_cols, rows, cols, cost, row_un, col_un):
+    """Optimal gated objective from one dense SciPy solve of the whole reduced problem."""
+    dense = np.full((n_rows, n_cols + n_rows), np.inf)
+    dense[rows, cols] = cost - col_un[cols]
+    dense[np.arange(n_rows), n_cols + np.arange(n_rows)] = row_un
+    r, c = scipy.optimize.linear_sum_assignment(dense)
+    return dense[r, c].sum() + col_un.sum()
+
+
+@st.composite
+def medium_gated_problems(draw):
+    """Block-diagonal gated problems: 1..50 blocks of 1..16 rows and columns (most of them 5..16)."""
+    rng = np.random.default_rng(draw(st.integers(0, 2**32 - 1)))
+    kind = draw(st.sampled_from(["float", "int", "ties", "easy"]))
+    n_blocks = draw(st.integers(1, 50))
+    rows, cols, costs = [], [], []
+    n_rows = n_cols = 0
+    for _ in range(n_blocks):
+        r = int(rng.integers(5, 17)) if rng.random() < 0.85 else int(rng.integers(1, 5))
+        c = int(max(1, r + rng.integers(-3, 4)))
+        c = min(c, 16)
+        mask = rng.random((r, c)) < rng.uniform(0.3, 0.9)
+        if kind == "float":
+            block = rng.random((r, c)) * 4
+        elif kind == "int":
+            block = rng.integers(0, 5, (r, c)).astype(float)
+        elif kind == "ties":
+            block = rng.choice([0.5, 1.0, 1.5], (r, c))
+        else:  # one cheap partner per row, most problems certified
+            block = 1.0 + rng.random((r, c)) * 3
+            k = min(r, c)
+            perm = rng.permutation(c)[:k]
+            block[np.arange(k), perm] = rng.random(k) * 0.2
+            mask[np.arange(k), perm] = True
+        br, bc = np.nonzero(mask)
+        rows.append(br + n_rows)
+        cols.append(bc + n_cols)
+        costs.append(block[br, bc])
+        n_rows += r
+        n_cols += c
+    rows, cols, cost = np.concatenate(rows), np.concatenate(cols), np.concatenate(costs)
+    if kind in ("int", "ties"):
+        row_un = rng.integers(1, 4, n_rows).astype(float)
+        col_un = rng.integers(1, 4, n_cols).astype(float)
+    else:
+        row_un, col_un = 0.5 + rng.random(n_rows) * 2, 0.5 + rng.random(n_cols) * 2
+    if draw(st.booleans()):  # shuffle the edge order
+        order = rng.permutation(len(rows))
+        rows, cols, cost = rows[order], cols[order], cost[order]
+    return n_rows, n_cols, rows, cols, cost, row_un, col_un
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(medium_gated_problems())
+def test_gated_medium_components_are_optimal(problem):
+    n_rows, n_cols, rows, cols, cost, row_un, col_un = problem
+    chosen_r, chosen_c = lap.solve_gated(rows, cols, cost, (n_rows, n_cols), row_un, col_un, solver="scipy")
+    assert len(set(chosen_r.tolist())) == len(chosen_r) and len(set(chosen_c.tolist())) == len(chosen_c)
+    cost_of = {(r, c): w for r, c, w in zip(rows.tolist(), cols.tolist(), cost.tolist())}
+    assert all((r, c) in cost_of for r, c in zip(chosen_r.tolist(), chosen_c.tolist()))
+    got = gated_objective(chosen_r, chosen_c, cost_of, row_un, col_un)
+    expected = _reduced_reference_objective(n_rows, n_cols, rows, cols, cost, row_un, col_un)
+    np.testing.assert_allclose(got, expected, rtol=1e-12, atol=1e-9)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(medium_gated_problems())
+def test_gated_medium_components_match_the_per_component_path(problem):
+    from tracker.lap import _scipy
+
+    n_rows, n_cols, rows, cols, cost, row_un, col_un = problem
+    new = _scipy.solve_gated(n_rows, n_cols, rows, cols, cost, row_un, col_un)
+    old_size = _scipy.MEDIUM_COMPONENT_SIZE
+    try:
+        _scipy.MEDIUM_COMPONENT_SIZE = _scipy.SMALL_COMPONENT_SIZE  # every medium one by _solve_component
+        old = _scipy.solve_gated(n_rows, n_cols, rows, cols, cost, row_un, col_un)
+    finally:
+        _scipy.MEDIUM_COMPONENT_SIZE = old_size
+    cost_of = {(r, c): w for r, c, w in zip(rows.tolist(), cols.tolist(), cost.tolist())}
+    np.testing.assert_allclose(gated_objective(*new, cost_of, row_un, col_un),
+                               gated_objective(*old, cost_of, row_un, col_un), rtol=1e-12, atol=1e-9)
+
+
+def _count_dense_solves(monkeypatch):
+    from tracker.lap import _scipy
+
+    calls = []
+    real = scipy.optimize.linear_sum_assignment
+
+    def counting(cost, *args, **kwargs):
+        calls.append(np.shape(cost))
+        return real(cost, *args, **kwargs)
+
+    monkeypatch.setattr(_scipy.scipy.optimize, "linear_sum_assignment", counting)
+    return calls
+
+
+def test_medium_component_certified_without_a_dense_solve(monkeypatch):
+    calls = _count_dense_solves(monkeypatch)
+    n = 6  # one connected 6 x 6 component; every row's cheapest option is its own column
+    dense = np.full((n, n), 3.0)
+    dense[np.arange(n), np.arange(n)] = 0.1
+    dense[np.arange(n - 1), np.arange(1, n)] = 1.0  # chain links: one component
+    rows, cols = np.nonzero(dense < 2.0)
+    cost = dense[rows, cols]
+    r, c = lap.solve_gated(rows, cols, cost, (n, n), 2.0, solver="scipy")
+    assert calls == []
+    np.testing.assert_array_equal(r, np.arange(n))
+    np.testing.assert_array_equal(c, np.arange(n))
+
+
+def test_medium_component_with_clashing_choices_is_solved_by_scipy(monkeypatch):
+    calls = _count_dense_solves(monkeypatch)
+    n = 6  # rows 0 and 1 both prefer column 0, columns 0 and 1 both prefer row 0
+    dense = np.full((n, n), 3.0)
+    dense[np.arange(n), np.arange(n)] = 0.5
+    dense[np.arange(n - 1), np.arange(1, n)] = 1.0
+    dense[0, 0], dense[1, 0], dense[0, 1] = 0.1, 0.2, 0.3
+    rows, cols = np.nonzero(dense < 2.0)
+    cost = dense[rows, cols]
+    r, c = lap.solve_gated(rows, cols, cost, (n, n), 2.0, solver="scipy")
+    assert len(calls) == 1
+    cost_of = {(a, b): w for a, b, w in zip(rows.tolist(), cols.tolist(), cost.tolist())}
+    un = np.full(n, 2.0)
+    expected = _reduced_reference_objective(n, n, rows, cols, cost, un, un)
+    np.testing.assert_allclose(gated_objective(r, c, cost_of, un, un), expected, rtol=1e-12)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.integers(1, 300), st.integers(1, 40), st.integers(0, 2**32 - 1))
+def test_local_index_by_node_matches_local_index(n_entries, n_nodes, seed):
+    from tracker.lap import _scipy
+
+    rng = np.random.default_rng(seed)
+    label_of_node = rng.integers(0, max(1, n_nodes // 3), n_nodes)
+    nodes = rng.integers(0, n_nodes, n_entries)
+    labels = label_of_node[nodes]
+    for a, b in zip(_scipy._local_index(nodes, labels), _scipy._local_index_by_node(nodes, labels)):
+        np.testing.assert_array_equal(a, b)

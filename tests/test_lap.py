@@ -251,7 +251,7 @@ def test_cuda_sources_inline_their_local_headers():
     assert "greedy_assign" in cuda_source("hungarian_tree.cu")
 
 
-# --- Medium components (5..128 rows/columns): vectorised optimality certificate + SciPy for the rest ---
+# --- Medium components (5..128 rows/columns) ---
 
 
 def _reduced_reference_objective(n_rows, n_cols, rows, cols, cost, row_un, col_un):
@@ -335,61 +335,3 @@ def test_gated_medium_components_match_the_per_component_path(problem):
     cost_of = {(r, c): w for r, c, w in zip(rows.tolist(), cols.tolist(), cost.tolist())}
     np.testing.assert_allclose(gated_objective(*new, cost_of, row_un, col_un),
                                gated_objective(*old, cost_of, row_un, col_un), rtol=1e-12, atol=1e-9)
-
-
-def _count_dense_solves(monkeypatch):
-    from tracker.lap import _scipy
-
-    calls = []
-    real = scipy.optimize.linear_sum_assignment
-
-    def counting(cost, *args, **kwargs):
-        calls.append(np.shape(cost))
-        return real(cost, *args, **kwargs)
-
-    monkeypatch.setattr(_scipy.scipy.optimize, "linear_sum_assignment", counting)
-    return calls
-
-
-def test_medium_component_certified_without_a_dense_solve(monkeypatch):
-    calls = _count_dense_solves(monkeypatch)
-    n = 6  # one connected 6 x 6 component; every row's cheapest option is its own column
-    dense = np.full((n, n), 3.0)
-    dense[np.arange(n), np.arange(n)] = 0.1
-    dense[np.arange(n - 1), np.arange(1, n)] = 1.0  # chain links: one component
-    rows, cols = np.nonzero(dense < 2.0)
-    cost = dense[rows, cols]
-    r, c = lap.solve_gated(rows, cols, cost, (n, n), 2.0, solver="scipy")
-    assert calls == []
-    np.testing.assert_array_equal(r, np.arange(n))
-    np.testing.assert_array_equal(c, np.arange(n))
-
-
-def test_medium_component_with_clashing_choices_is_solved_by_scipy(monkeypatch):
-    calls = _count_dense_solves(monkeypatch)
-    n = 6  # rows 0 and 1 both prefer column 0, columns 0 and 1 both prefer row 0
-    dense = np.full((n, n), 3.0)
-    dense[np.arange(n), np.arange(n)] = 0.5
-    dense[np.arange(n - 1), np.arange(1, n)] = 1.0
-    dense[0, 0], dense[1, 0], dense[0, 1] = 0.1, 0.2, 0.3
-    rows, cols = np.nonzero(dense < 2.0)
-    cost = dense[rows, cols]
-    r, c = lap.solve_gated(rows, cols, cost, (n, n), 2.0, solver="scipy")
-    assert len(calls) == 1
-    cost_of = {(a, b): w for a, b, w in zip(rows.tolist(), cols.tolist(), cost.tolist())}
-    un = np.full(n, 2.0)
-    expected = _reduced_reference_objective(n, n, rows, cols, cost, un, un)
-    np.testing.assert_allclose(gated_objective(r, c, cost_of, un, un), expected, rtol=1e-12)
-
-
-@settings(max_examples=200, deadline=None)
-@given(st.integers(1, 300), st.integers(1, 40), st.integers(0, 2**32 - 1))
-def test_local_index_by_node_matches_local_index(n_entries, n_nodes, seed):
-    from tracker.lap import _scipy
-
-    rng = np.random.default_rng(seed)
-    label_of_node = rng.integers(0, max(1, n_nodes // 3), n_nodes)
-    nodes = rng.integers(0, n_nodes, n_entries)
-    labels = label_of_node[nodes]
-    for a, b in zip(_scipy._local_index(nodes, labels), _scipy._local_index_by_node(nodes, labels)):
-        np.testing.assert_array_equal(a, b)

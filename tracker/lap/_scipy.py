@@ -136,87 +136,36 @@ MEDIUM_COMPONENT_SIZE = 128
 
 
 def _solve_medium_components(rows, cols, cost, edge_label, row_unassigned, col_unassigned):
-    """Exact solution of many medium components: a vectorised optimality check, then one dense solve each.
+    """Exact solution of many medium components: every dense matrix built at once, then one dense solve each.
 
-    Components that :func:`_greedy_certificate` solves need nothing else. Each
-    other one is the reduced problem of :func:`reduced_problem` as a dense
-    ``r x (c + r)`` matrix for :func:`scipy.optimize.linear_sum_assignment`;
+    Each component is the reduced problem of :func:`reduced_problem` as a
+    dense ``r x (c + r)`` matrix for :func:`scipy.optimize.linear_sum_assignment`;
     all of them are laid out in one flat buffer and filled with vectorised
     scatters, so the Python loop only slices, solves and stores.
     """
-    row_nodes, row_labels, row_rank, row_of_edge = _local_index_by_node(rows, edge_label)
-    col_nodes, col_labels, col_rank, col_of_edge = _local_index_by_node(cols, edge_label)
+    row_nodes, row_labels, row_rank, row_of_edge = _local_index(rows, edge_label)
+    col_nodes, col_labels, col_rank, col_of_edge = _local_index(cols, edge_label)
     local_row, local_col = row_rank[row_of_edge], col_rank[col_of_edge]
     row_bounds = np.r_[0, np.flatnonzero(np.diff(row_labels)) + 1, len(row_labels)]
     col_bounds = np.r_[0, np.flatnonzero(np.diff(col_labels)) + 1, len(col_labels)]
     n_r, n_c = np.diff(row_bounds), np.diff(col_bounds)
-    # Component (0, 1, ... in label order) of every distinct row, distinct column and edge.
-    row_component = np.repeat(np.arange(len(n_r)), n_r)
-    col_component = np.repeat(np.arange(len(n_c)), n_c)
-    edge_component = row_component[row_of_edge]
-    certified, picked = _greedy_certificate(
-        row_of_edge, col_of_edge, cost, row_unassigned[row_nodes], col_unassigned[col_nodes],
-        edge_component, row_component, col_component, len(n_r),
-    )
     width = n_c + n_r
     offset = np.r_[0, np.cumsum(n_r * width)]
+    # Component (0, 1, ... in label order) of every edge and of every distinct row.
+    edge_component = np.searchsorted(row_labels[row_bounds[:-1]], edge_label)
+    row_component = np.repeat(np.arange(len(n_r)), n_r)
     flat = np.full(int(offset[-1]), np.inf)
     flat[offset[edge_component] + local_row * width[edge_component] + local_col] = cost - col_unassigned[cols]
     flat[offset[row_component] + row_rank * width[row_component] + n_c[row_component] + row_rank] = (
         row_unassigned[row_nodes])
     chosen_row = np.empty(len(row_nodes), dtype=np.int64)  # local column of each distinct row
     lsa = scipy.optimize.linear_sum_assignment
-    todo = np.flatnonzero(~certified)
-    for start, stop, r, w, r0 in zip(offset[todo].tolist(), offset[todo + 1].tolist(), n_r[todo].tolist(),
-                                     width[todo].tolist(), row_bounds[todo].tolist()):
+    for start, stop, r, w, r0 in zip(offset[:-1].tolist(), offset[1:].tolist(), n_r.tolist(), width.tolist(),
+                                     row_bounds[:-1].tolist()):
         chosen_row[r0:r0 + r] = lsa(flat[start:stop].reshape(r, w))[1]
-    open_row = ~certified[row_component]
-    linked = open_row & (chosen_row < n_c[row_component])
+    linked = chosen_row < n_c[row_component]
     global_cols = col_nodes[col_bounds[:-1][row_component[linked]] + chosen_row[linked]]
-    return np.concatenate([row_nodes[linked], rows[picked]]), np.concatenate([global_cols, cols[picked]])
-
-
-def _greedy_certificate(row_of_edge, col_of_edge, cost, row_unassigned, col_unassigned,
-                        edge_component, row_component, col_component, n_components):
-    """Components whose optimum is read off per-row or per-column minima, and its edges.
-
-    The gated objective (link costs + "no link" costs of unmatched rows and
-    columns) equals ``sum(row_unassigned) + sum over columns of (cost of the
-    column's link - its row's "no link" cost, or the column's own "no link"
-    cost)``, so it is bounded below by letting every column take its cheapest
-    option independently; likewise for rows. Where those choices never take a
-    row (resp. column) twice, they are a matching that reaches the bound, hence
-    optimal. A component is only certified when its choices are unique (no tie
-    between two options of one row or column).
-
-    Arguments are per edge (distinct-row and distinct-column index, cost,
-    component), per distinct row / column ("no link" cost, component).
-    Returns a bool per component (certified) and the indices of the chosen
-    edges of the certified components.
-    """
-    uncertain = np.zeros((2, n_components), dtype=bool)  # (by rows, by columns)
-    chosen = []
-    for side, (own, other, own_un, other_un_edge, own_component, other_component) in enumerate((
-        (row_of_edge, col_of_edge, row_unassigned, col_unassigned[col_of_edge], row_component, col_component),
-        (col_of_edge, row_of_edge, col_unassigned, row_unassigned[row_of_edge], col_component, row_component),
-    )):
-        gain = cost - other_un_edge  # what taking the edge costs this node, the other end's "no link" saved
-        best = own_un.copy()
-        np.minimum.at(best, own, gain)
-        is_best = gain == best[own]
-        n_best = np.bincount(own[is_best], minlength=len(own_un))
-        # A node ties when two of its edges, or an edge and "no link", are both cheapest.
-        ties = (n_best > 1) | ((n_best == 1) & (best == own_un))
-        uncertain[side, own_component[ties]] = True
-        take = np.flatnonzero(is_best)
-        clash = np.bincount(other[take], minlength=len(other_component)) > 1
-        uncertain[side, other_component[clash]] = True
-        chosen.append(take)
-    by_rows = ~uncertain[0]
-    by_cols = ~uncertain[1] & ~by_rows
-    picked = np.concatenate([chosen[0][by_rows[edge_component[chosen[0]]]],
-                             chosen[1][by_cols[edge_component[chosen[1]]]]])
-    return by_rows | by_cols, picked
+    return row_nodes[linked], global_cols
 
 
 @functools.lru_cache(maxsize=None)
@@ -236,25 +185,6 @@ def partial_matchings(size: int) -> np.ndarray:
                     assignment[row] = col
                 matchings.append(assignment)
     return np.array(matchings, dtype=np.int64)
-
-
-def _local_index_by_node(nodes: np.ndarray, labels: np.ndarray):
-    """:func:`_local_index` (same output), sorting the distinct nodes rather than every entry.
-
-    ``labels`` must be one label per node (as the component labels of edges are).
-    """
-    span = int(nodes.max()) + 1
-    label_of = np.full(span, -1, dtype=np.int64)
-    label_of[nodes] = labels
-    distinct = np.flatnonzero(label_of >= 0)
-    unique_nodes = distinct[np.argsort(label_of[distinct], kind="stable")]
-    unique_labels = label_of[unique_nodes]
-    position = np.empty(span, dtype=np.int64)
-    position[unique_nodes] = np.arange(len(unique_nodes))
-    first = np.r_[0, np.flatnonzero(np.diff(unique_labels)) + 1]
-    starts = np.repeat(first, np.diff(np.r_[first, len(unique_labels)]))
-    rank = np.arange(len(unique_labels)) - starts
-    return unique_nodes, unique_labels, rank, position[nodes]
 
 
 def _local_index(nodes: np.ndarray, labels: np.ndarray):

@@ -16,8 +16,8 @@ import numpy as np
 from .backend import resolve_device
 from .costs import DEFAULT_NO_LINK_FACTOR
 from .detect import detect_spots
-from .io import InputError, Stack, as_stack
 from .gaps import DEFAULT_GAP_PENALTY, DEFAULT_MAX_GAP
+from .io import InputError, Stack, as_stack
 from .link import link_detections
 from .tables import Table, concat_tables, empty_detections
 

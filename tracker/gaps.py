@@ -35,11 +35,15 @@ def track_ends_and_starts(predecessor: np.ndarray) -> tuple[np.ndarray, np.ndarr
     return np.flatnonzero(~has_successor), np.flatnonzero(predecessor < 0)
 
 
-def near_edge(positions: np.ndarray, index: np.ndarray, distance_um: float) -> np.ndarray:
-    """Whether points ``index`` lie within ``distance_um`` of a face of all points' bounding box."""
-    low, high = positions.min(axis=0), positions.max(axis=0)
-    inner = positions[index]
-    return np.any((inner - low < distance_um) | (high - inner < distance_um), axis=1)
+def near_edge(positions: np.ndarray, index: np.ndarray, distance_um: float,
+              bounds: tuple[np.ndarray, np.ndarray] | None = None) -> np.ndarray:
+    """Whether points ``index`` lie within ``distance_um`` of a face of the bounding box.
+
+    ``bounds`` is ``(low, high)`` (µm); by default the box of all ``positions``.
+    """
+    low, high = (positions.min(axis=0), positions.max(axis=0)) if bounds is None else bounds
+    points = positions[index]
+    return np.any((points - low < distance_um) | (high - points < distance_um), axis=1)
 
 
 def close_gaps(

@@ -31,7 +31,7 @@ import numpy as np
 from . import lap
 from .confidence import link_confidence
 from .costs import DEFAULT_NO_LINK_FACTOR, gated_links, gated_links_per_source, no_link_cost
-from .gaps import DEFAULT_GAP_PENALTY, DEFAULT_MAX_GAP, close_gaps
+from .gaps import DEFAULT_GAP_PENALTY, DEFAULT_MAX_GAP, close_gaps, near_edge
 from .motion import DEFAULT_GATE_SIGMAS, DEFAULT_PRIOR_STEPS, MotionModel, predict_positions, spread_factor
 from .tables import Table, positions_um, require_columns, sort_table, table_length
 
@@ -286,8 +286,7 @@ class _LinkState:
 
     def _inner(self, positions, index):
         """Whether points ``index`` lie farther than :meth:`edge_distance` from the edge of the volume."""
-        edge = self.edge_distance()
-        return ~np.any((positions[index] - self.low < edge) | (self.high - positions[index] < edge), axis=1)
+        return ~near_edge(positions, index, self.edge_distance(), (self.low, self.high))
 
     def _solve(self, positions, a, b, no_link_factor, solver, model, gap_ends, gap_steps):
         has_v = self.has_velocity[a]

@@ -15,6 +15,8 @@ Usage (on a GPU machine; ``--sizes`` particles per frame)::
 from __future__ import annotations
 
 import argparse
+import cProfile
+import pstats
 import time
 
 import numpy as np
@@ -49,15 +51,23 @@ def candidate_search(n: int, seed: int = 0) -> str:
     return f"| {n:,} | {len(next(iter(results.values()))[0]):,} | {cells} | {same} |"
 
 
-def linking(n: int, frames: int, seed: int = 0) -> str:
+def linking(n: int, frames: int, seed: int = 0, profile: bool = False) -> str:
     side = n ** (1 / 3)  # density 1 per µm³: nearest neighbour ≈ 0.55 µm
     truth = simulate_tracks(n, frames, (side, side, side), step_um=0.15, persistence=0.5, seed=seed)
     visible = truth["visible"]
     detections = {k: np.asarray(truth[k])[visible] for k in ("frame", "z", "y", "x")}
     detections["true_id"] = np.asarray(truth["track_id"])[visible]
+    profiler = cProfile.Profile() if profile else None
     start = time.perf_counter()
+    if profiler:
+        profiler.enable()
     tracks = link_detections(detections, 0.6)
+    if profiler:
+        profiler.disable()
     seconds = time.perf_counter() - start
+    if profiler:
+        print(f"profile of link_detections, {n:,} particles x {frames} frames (top 25 by own time):")
+        pstats.Stats(profiler).sort_stats("tottime").print_stats(25)
     # Links: consecutive rows of one output track; correct when both points share a true id.
     same_track = tracks["track_id"][1:] == tracks["track_id"][:-1]
     correct = same_track & (tracks["true_id"][1:] == tracks["true_id"][:-1])
@@ -73,17 +83,20 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--sizes", default="10000,100000,1000000")
     parser.add_argument("--frames", type=int, default=5)
+    parser.add_argument("--no-search", action="store_true", help="skip the candidate-search table")
+    parser.add_argument("--profile", action="store_true", help="print a cProfile of the largest linking run")
     args = parser.parse_args()
     sizes = [int(s) for s in args.sizes.split(",")]
-    print("| points | candidates | k-d tree (CPU) | grid (GPU) | identical |")
-    print("|---:|---:|---:|---:|:---:|")
-    for n in sizes:
-        print(candidate_search(n), flush=True)
-    print()
+    if not args.no_search:
+        print("| points | candidates | k-d tree (CPU) | grid (GPU) | identical |")
+        print("|---:|---:|---:|---:|:---:|")
+        for n in sizes:
+            print(candidate_search(n), flush=True)
+        print()
+    rows = [linking(n, args.frames, profile=args.profile and n == max(sizes)) for n in sizes]
     print("| particles × frames | detections | link time | per frame pair | link precision | link recall |")
     print("|---|---:|---:|---:|---:|---:|")
-    for n in sizes:
-        print(linking(n, args.frames), flush=True)
+    print("\n".join(rows))
 
 
 if __name__ == "__main__":

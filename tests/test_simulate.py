@@ -52,6 +52,14 @@ def test_render_places_spots_at_the_true_positions():
     assert peak == (4, 12, 6)
 
 
+def test_render_in_chunks_matches_render_at_once(monkeypatch):
+    truth = simulate.simulate_tracks(40, 2, (4.0, 6.0, 6.0), 0.3, seed=3)
+    at_once = simulate.render_stack(truth, (2, 10, 24, 24), (0.5, 0.25, 0.25), seed=1)
+    monkeypatch.setattr(simulate, "RENDER_CHUNK_ELEMENTS", 1)  # one particle per chunk
+    in_chunks = simulate.render_stack(truth, (2, 10, 24, 24), (0.5, 0.25, 0.25), seed=1)
+    assert np.array_equal(at_once, in_chunks)
+
+
 def test_gated_frame_pair_is_a_gated_linking_problem():
     rows, cols, cost, shape, no_link = simulate.gated_frame_pair(2000, 0.3, seed=4)
     assert shape == (2000, 1940) and rows.dtype == cols.dtype == np.int64

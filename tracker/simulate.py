@@ -22,6 +22,9 @@ import numpy as np
 
 from .tables import Table
 
+RENDER_CHUNK_ELEMENTS = 1 << 24
+"""Particles x PSF-window voxels splatted at once by :func:`render_stack` (bounds its memory)."""
+
 
 def simulate_tracks(
     n_particles: int = 50,
@@ -192,17 +195,21 @@ def render_stack(
     centres_all = np.column_stack([ground_truth[c] for c in ("z", "y", "x")]) / voxel
     offsets, sigma_vox, shape = xp.asarray(offsets), xp.asarray(sigma_vox), xp.asarray(volume_shape)
     n_voxels = int(np.prod(volume_shape))
+    # Particles are splatted in chunks so that memory stays bounded (1M spots x 729 offsets would
+    # need ~20 GB at once); one chunk for small problems, hence the same floating-point sums.
+    chunk = max(1, RENDER_CHUNK_ELEMENTS // len(offsets))
     for t in range(n_frames):
-        centres = xp.asarray(centres_all[(frame_of == t) & visible])
+        centres_t = centres_all[(frame_of == t) & visible]
         signal = xp.zeros(n_voxels)
-        if len(centres):
+        for start in range(0, len(centres_t), chunk):
+            centres = xp.asarray(centres_t[start:start + chunk])
             voxels = xp.rint(centres).astype(xp.int64)[:, None, :] + offsets[None, :, :]  # (n, k, 3)
             delta = (voxels - centres[:, None, :]) / sigma_vox
             values = amplitude * xp.exp(-0.5 * xp.sum(delta**2, axis=-1))
             inside = xp.all((voxels >= 0) & (voxels < shape), axis=-1)
             inside_voxels = voxels[inside]
             flat = (inside_voxels[:, 0] * volume_shape[1] + inside_voxels[:, 1]) * volume_shape[2] + inside_voxels[:, 2]
-            signal = xp.bincount(flat, weights=values[inside], minlength=n_voxels)
+            signal += xp.bincount(flat, weights=values[inside], minlength=n_voxels)
         photons = rng.poisson(background + signal).astype(xp.float64)
         photons += read_noise * rng.standard_normal(photons.shape)
         stack[t] = xp.clip(xp.rint(photons), 0, np.iinfo(np.uint16).max).reshape(volume_shape)

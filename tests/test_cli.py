@@ -90,6 +90,7 @@ def test_link_command(tmp_path, simulated):
      {"motion": "none", "adaptive_radius": False, "max_gap": 0}),
     (["--persistence", "0.9", "--max-gap", "1", "--gap-penalty", "5"],
      {"persistence": 0.9, "max_gap": 1, "gap_penalty": 5.0}),
+    (["--persistence", "0.9", "--no-smoothing"], {"persistence": 0.9, "smoothing": False}),
 ])
 def test_link_options_reach_the_linker(tmp_path, simulated, flags, options):
     _, truth_path = simulated

@@ -72,6 +72,13 @@ def test_gap_closing_does_not_hurt_without_blinking():
     assert f1_with >= f1_without - 0.002
 
 
+def test_no_gap_is_closed_without_missing_detections():
+    _, detections, step, _ = _dense_cell(0.2, 0.0, n=1500, frames=10)
+    tracks = link.link_detections(detections, 2.5 * step, solver="scipy")
+    same_track = tracks["track_id"][1:] == tracks["track_id"][:-1]
+    assert np.all(np.diff(tracks["frame"])[same_track] == 1)
+
+
 def test_track_ends_in_the_frame_assignment_help_on_blinking_data(monkeypatch):
     truth, detections, step, nn = _dense_cell(0.5, 0.0, n=1500, frames=12, blink=0.1)
     gate = 2.5 * step

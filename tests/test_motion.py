@@ -74,6 +74,21 @@ def test_prediction_raises_f1_for_persistent_motion():
     assert f1_predicted > f1_plain + 0.02
 
 
+@pytest.mark.parametrize("persistence", [0.5, 0.9])
+def test_smoothing_raises_f1_for_persistent_motion(persistence):
+    truth, detections, step, nn = _dense_cell(0.5, persistence)
+    f1 = [metrics.evaluate(link.link_detections(detections, 2.5 * step, solver="scipy", smoothing=on), truth,
+                           0.5 * nn)["link_f1"] for on in (False, True)]
+    assert f1[1] > f1[0] + 0.004
+
+
+def test_smoothing_leaves_brownian_motion_alone():
+    _, detections, step, _ = _dense_cell(0.5, 0.0, n=600, frames=8)
+    tables = [link.link_detections(detections, 2.5 * step, solver="scipy", smoothing=on) for on in (False, True)]
+    for name in ("track_id", "frame", "link_cost", "link_confidence"):
+        np.testing.assert_array_equal(tables[0][name], tables[1][name])
+
+
 def test_fixed_persistence_and_bad_options():
     truth, detections, step, nn = _dense_cell(0.4, 0.9, n=400, frames=8)
     tracks = link.link_detections(detections, 2.5 * step, persistence=0.9, solver="scipy")

@@ -230,11 +230,17 @@ def test_widget_linking_options_reach_the_tracker(viewer):
     from napari_tracker._widget import TrackerWidget
 
     widget = TrackerWidget(viewer)
-    assert widget.parameters()["motion"] == "persistent" and widget.parameters()["max_gap"] == 2
+    params = widget.parameters()
+    assert (params["motion"], params["smoothing"], params["max_gap"]) == ("persistent", True, 2)
+    widget.smoothing.setChecked(False)
+    assert widget.parameters()["smoothing"] is False
+    widget.smoothing.setChecked(True)
     widget.predict_motion.setChecked(False)
     widget.max_gap.setValue(0)
     params = widget.parameters()
-    assert (params["motion"], params["adaptive_radius"], params["max_gap"]) == ("none", False, 0)
+    assert (params["motion"], params["adaptive_radius"], params["smoothing"], params["max_gap"]) == (
+        "none", False, False, 0)
+    assert not widget.smoothing.isEnabled()
 
 
 def test_widget_reports_bad_input_without_crashing(viewer, qtbot):

@@ -116,6 +116,10 @@ def _linking_options(command):
         click.option("--adaptive-radius/--no-adaptive-radius", default=True, show_default=True,
                      help="Search each particle's candidates within a radius fitted to its own motion "
                           "(never beyond --max-displacement)."),
+        click.option("--smoothing/--no-smoothing", default=True, show_default=True,
+                     help="With persistent motion, link every frame pair again weighing how each candidate "
+                          "link continues into the next frame (forward-backward; about twice the linking "
+                          "time, fewer wrong links where paths cross)."),
         click.option("--max-gap", type=click.IntRange(min=0), default=DEFAULT_MAX_GAP, show_default=True,
                      help="Close gaps of up to this many missing frames (0: off)."),
         click.option("--gap-penalty", type=click.FloatRange(min=0), default=DEFAULT_GAP_PENALTY,
@@ -128,7 +132,8 @@ def _linking_options(command):
                           "frames of 10k+ detections when a GPU is present, else SciPy. The Hungarian solvers "
                           "build one dense matrix per frame pair (moderate sizes). See `track solvers`."),
     ]
-    names = ("max_displacement", "motion", "persistence", "adaptive_radius", "max_gap", "gap_penalty", "solver")
+    names = ("max_displacement", "motion", "persistence", "adaptive_radius", "smoothing", "max_gap", "gap_penalty",
+             "solver")
 
     @functools.wraps(command)
     def wrapper(*args, **kwargs):

@@ -86,6 +86,7 @@ def track_stack(
     motion: str = "persistent",
     persistence: float | None = None,
     adaptive_radius: bool = True,
+    smoothing: bool = True,
     max_gap: int = DEFAULT_MAX_GAP,
     gap_penalty: float = DEFAULT_GAP_PENALTY,
     solver: str = "auto",
@@ -108,8 +109,9 @@ def track_stack(
         Largest displacement of a particle between frames (µm).
     no_link_factor : float
         "No link" cost as a multiple of the largest candidate link cost.
-    motion, persistence, adaptive_radius, max_gap, gap_penalty
-        Motion prediction, per-particle search radius and gap closing; see
+    motion, persistence, adaptive_radius, smoothing, max_gap, gap_penalty
+        Motion prediction, per-particle search radius, forward-backward
+        smoothing and gap closing; see
         :func:`tracker.link.link_detections`.
     solver : str
         Assignment solver name, or ``"auto"``.
@@ -130,7 +132,7 @@ def track_stack(
     start = time.perf_counter()
     tracks = link_detections(
         detections, max_displacement_um, no_link_factor=no_link_factor, motion=motion,
-        persistence=persistence, adaptive_radius=adaptive_radius, max_gap=max_gap,
+        persistence=persistence, adaptive_radius=adaptive_radius, smoothing=smoothing, max_gap=max_gap,
         gap_penalty=gap_penalty, solver=solver, progress=progress,
     )
     timings["link"] = time.perf_counter() - start

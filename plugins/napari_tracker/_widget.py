@@ -618,6 +618,12 @@ class TrackerWidget(QWidget):
         self.predict_motion.setToolTip("Persistence-aware prediction and a per-particle search radius; "
                                        "off: nearest-neighbour linking.")
         form.addRow("Motion", self.predict_motion)
+        self.smoothing = QCheckBox("re-link with the next step too")
+        self.smoothing.setChecked(True)
+        self.smoothing.setToolTip("Forward-backward: with persistent motion, link every frame pair again, "
+                                  "weighing how each candidate link continues into the next frame.")
+        self.predict_motion.toggled.connect(self.smoothing.setEnabled)
+        form.addRow("Smoothing", self.smoothing)
         self.max_gap = QSpinBox()
         self.max_gap.setRange(0, 20)
         self.max_gap.setValue(DEFAULT_MAX_GAP)
@@ -837,6 +843,7 @@ class TrackerWidget(QWidget):
             "max_displacement_um": self.max_displacement.value(),
             "motion": "persistent" if self.predict_motion.isChecked() else "none",
             "adaptive_radius": self.predict_motion.isChecked(),
+            "smoothing": self.predict_motion.isChecked() and self.smoothing.isChecked(),
             "max_gap": self.max_gap.value(),
             "solver": self.solver.currentText(),
             "device": self.device.currentText(),

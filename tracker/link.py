@@ -309,7 +309,31 @@ class _LinkState:
         self._update_model(self.model, positions, a, b, rows[frame_rows], cols[frame_rows])
         sources = np.concatenate([a, gap_ends])
         steps = np.concatenate([np.ones(len(a), dtype=np.int64), gap_steps])[rows]
-        src, dst = sources[rows], b[cols]
+        self._record_links(positions, sources[rows], b[cols], residual_sq, variance, confidence, steps)
+
+    def _inner(self, positions, index):
+        """Whether points ``index`` lie farther than :meth:`edge_distance` from the edge of the volume."""
+        return ~near_edge(positions, index, self.edge_distance(), (self.low, self.high))
+
+    def _predict(self, positions, a, model):
+        """Predicted positions of points ``a``, their class variance (µm², per axis) and search radii (µm).
+
+        Costs use the class's scatter (the population's, with or without a
+        velocity); the search radius also follows each track's own scatter.
+        """
+        has_v = self.has_velocity[a]
+        p = model.current_persistence() if self.predicts(model) else 0.0
+        predicted = predict_positions(positions[a], self.velocity[a], has_v, p)
+        variance = self.class_variance(has_v, model)
+        if self.adaptive_radius:
+            radius = np.minimum(DEFAULT_GATE_SIGMAS * np.sqrt(variance * self.scale(a)), self.gate)
+        else:
+            radius = np.full(len(a), self.gate)
+        return predicted, variance, radius
+
+    def _record_links(self, positions, src, dst, residual_sq, variance, confidence, steps=1):
+        """Store links ``src -> dst`` (spanning ``steps`` frames): predecessor, cost, velocity, own scatter."""
+        steps = np.broadcast_to(np.asarray(steps), (len(dst),))
         self.predecessor[dst] = src
         self.has_successor[src] = True
         # A link across missing frames: cost and velocity per frame spanned.
@@ -320,21 +344,9 @@ class _LinkState:
         self.ratio_sum[dst] = self.ratio_sum[src] + residual_sq / (3.0 * variance)
         self.ratio_count[dst] = self.ratio_count[src] + 1
 
-    def _inner(self, positions, index):
-        """Whether points ``index`` lie farther than :meth:`edge_distance` from the edge of the volume."""
-        return ~near_edge(positions, index, self.edge_distance(), (self.low, self.high))
-
     def _solve(self, positions, a, b, no_link_factor, solver, model, gap_ends, gap_steps):
-        has_v = self.has_velocity[a]
         p = model.current_persistence() if self.predicts(model) else 0.0
-        predicted = predict_positions(positions[a], self.velocity[a], has_v, p)
-        # Costs use the class's scatter (the population's, with or without a
-        # velocity); the search radius also follows each track's own scatter.
-        variance = self.class_variance(has_v, model)
-        if self.adaptive_radius:
-            radius = np.minimum(DEFAULT_GATE_SIGMAS * np.sqrt(variance * self.scale(a)), self.gate)
-        else:
-            radius = np.full(len(a), self.gate)
+        predicted, variance, radius = self._predict(positions, a, model)
         penalty = np.zeros(len(a))
         if len(gap_ends):
             # Predicted ``gap_steps`` frames ahead, with the variance growing
@@ -441,14 +453,8 @@ class _LinkState:
         b = b[(before < 0) | (frames[np.maximum(before, 0)] == frame_b - 1)]
         if len(a) == 0 or len(b) == 0:
             return
-        has_v = self.has_velocity[a]
         p = self.model.current_persistence()
-        predicted = predict_positions(positions[a], self.velocity[a], has_v, p)
-        variance = self.class_variance(has_v)
-        if self.adaptive_radius:
-            radius = np.minimum(DEFAULT_GATE_SIGMAS * np.sqrt(variance * self.scale(a)), self.gate)
-        else:
-            radius = np.full(len(a), self.gate)
+        predicted, variance, radius = self._predict(positions, a, self.model)
         rows, cols, distance_sq = gated_links_per_source(predicted, positions[b], radius)
         after = successor[b]
         has_next = (after >= 0) & (frames[np.maximum(after, 0)] == frame_b + 1)
@@ -475,18 +481,12 @@ class _LinkState:
             return
         chosen_rows, chosen_cols = lap.solve_gated(rows, cols, cost, (len(a), len(b)), alternative, solver=solver)
         index = np.searchsorted(rows * len(b) + cols, chosen_rows * len(b) + chosen_cols)
-        src, dst = a[chosen_rows], b[chosen_cols]
-        self.predecessor[dst] = src
-        self.has_successor[src] = True
-        successor[src] = dst
-        self.link_cost[dst] = distance_sq[index]
-        self.confidence[dst] = link_confidence(
+        confidence = link_confidence(
             rows, cols, cost, np.full(len(a), alternative), np.full(len(b), alternative), chosen_rows, chosen_cols
         )
-        self.velocity[dst] = positions[dst] - positions[src]
-        self.has_velocity[dst] = True
-        self.ratio_sum[dst] = self.ratio_sum[src] + distance_sq[index] / (3.0 * variance[chosen_rows])
-        self.ratio_count[dst] = self.ratio_count[src] + 1
+        successor[a[chosen_rows]] = b[chosen_cols]
+        self._record_links(positions, a[chosen_rows], b[chosen_cols], distance_sq[index], variance[chosen_rows],
+                           confidence)
 
     def _update_model(self, model, positions, a, b, rows, cols):
         src, dst = a[rows], b[cols]
@@ -538,4 +538,3 @@ def track_ids_from_predecessors(predecessor: np.ndarray) -> np.ndarray:
         head = jumped
     _, track_id = np.unique(head, return_inverse=True)
     return track_id.astype(np.int64)
-

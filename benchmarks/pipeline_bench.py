@@ -88,6 +88,7 @@ def main() -> None:
     psf = tuple(float(v) for v in args.psf.split(",")) if args.psf else PSF_SIGMA
     spot_radius = tuple(3**0.5 * s for s in psf) if args.psf else SPOT_RADIUS
     workdir = Path(args.workdir or tempfile.mkdtemp(prefix="pipeline_bench_"))
+    workdir.mkdir(parents=True, exist_ok=True)
     path = workdir / "bench_stack.tif"
 
     truth, render_s = make_stack(path, args.frames, shape, args.particles, args.step, args.seed, voxel, psf)

@@ -89,6 +89,50 @@ def test_smoothing_leaves_brownian_motion_alone():
         np.testing.assert_array_equal(tables[0][name], tables[1][name])
 
 
+def test_scatter_dispersion_tells_one_population_from_two():
+    rng = np.random.default_rng(0)
+    steps = rng.integers(3, 12, 4000).astype(float)
+    # Per step r = |residual|² / (3 σ²) ~ chi²(3) / 3; a sum over c steps ~ chi²(3c) / 3.
+    one = rng.chisquare(3 * steps) / 3
+    d, count = motion.scatter_dispersion(one, steps)
+    assert count == 4000 and 0.9 < d < 1.1
+    wide = rng.random(4000) < 0.5  # half the tracks scatter 3x as much (variance)
+    d_two, _ = motion.scatter_dispersion(np.where(wide, 3.0, 1.0) * one, steps)
+    assert d_two > 3.0
+    assert motion.scatter_dispersion(one, np.full(4000, 2.0))[1] == 0  # too few steps to count
+
+
+def test_own_scatter_cost_is_a_log_likelihood():
+    distance_sq, variance = 0.6, 0.1
+    assert motion.own_scatter_cost(distance_sq, variance, 1.0) == pytest.approx(6.0)
+    # Minimal at the maximum-likelihood scale |d|² / (3 σ²): a wide scatter is not free.
+    scales = np.linspace(0.2, 6.0, 2901)
+    best = scales[np.argmin(motion.own_scatter_cost(distance_sq, variance, scales))]
+    assert best == pytest.approx(distance_sq / (3 * variance), abs=0.01)
+
+
+def _mixed_mobility_cell(seed, n=1000, frames=10, steps_um=(0.05, 0.6)):
+    """Half the particles move ``steps_um[0]`` per frame (RMS), half ``steps_um[1]``; NN ≈ 1 µm."""
+    side = (n / 0.554**3) ** (1 / 3)
+    halves = [simulate.simulate_tracks(n // 2, frames, (side,) * 3, step, 0.0, margin_um=1.0, seed=seed + 100 * k)
+              for k, step in enumerate(steps_um)]
+    halves[1]["track_id"] = halves[1]["track_id"] + halves[0]["track_id"].max() + 1
+    truth = {name: np.concatenate([half[name] for half in halves]) for name in halves[0]}
+    return truth, _detections(truth, 0.04, seed)
+
+
+def test_tracks_adapt_to_their_own_scatter_only_when_mobility_differs(monkeypatch):
+    mixed_truth, mixed = _mixed_mobility_cell(0)
+    _, single, step, _ = _dense_cell(0.3, 0.0, n=1000, frames=10)
+    default = [link.link_detections(d, gate, solver="scipy") for d, gate in ((mixed, 1.5), (single, 2.5 * step))]
+    monkeypatch.setattr(link, "HETEROGENEOUS_DISPERSION", np.inf)  # never adapt once the tracks can tell
+    shared = [link.link_detections(d, gate, solver="scipy") for d, gate in ((mixed, 1.5), (single, 2.5 * step))]
+    assert not np.array_equal(default[0]["link_cost"], shared[0]["link_cost"], equal_nan=True)
+    for name in ("track_id", "frame", "link_cost", "link_confidence"):
+        np.testing.assert_array_equal(default[1][name], shared[1][name])
+    assert metrics.evaluate(default[0], mixed_truth, 0.5)["link_f1"] > 0.97
+
+
 def test_fixed_persistence_and_bad_options():
     truth, detections, step, nn = _dense_cell(0.4, 0.9, n=400, frames=8)
     tracks = link.link_detections(detections, 2.5 * step, persistence=0.9, solver="scipy")

@@ -18,7 +18,7 @@ import numpy as np
 from . import lap
 from .confidence import link_confidence
 from .costs import gated_links_per_source
-from .motion import DEFAULT_GATE_SIGMAS, predict_positions, spread_factor
+from .motion import DEFAULT_GATE_SIGMAS, own_scatter_cost, predict_positions, spread_factor
 
 DEFAULT_MAX_GAP = 2
 """Missing frames a gap-closing link may bridge."""
@@ -122,8 +122,8 @@ def close_gaps(
         )
         one_step = np.where(with_v, residual_variance if predicts else step_variance, step_variance)
         variance = one_step * spread_factor(persistence if predicts else 0.0, n_steps, with_v)
-        variance = variance * scale[end_points]
-        radius = np.minimum(DEFAULT_GATE_SIGMAS * np.sqrt(variance), max_displacement_um * np.sqrt(n_steps))
+        own = scale[end_points]
+        radius = np.minimum(DEFAULT_GATE_SIGMAS * np.sqrt(variance * own), max_displacement_um * np.sqrt(n_steps))
         targets = positions[starts[s]]
         low = min(predicted[:, 0].min(), targets[:, 0].min())
         slab = max(predicted[:, 0].max(), targets[:, 0].max()) - low + 2.0 * float(radius.max()) + 1.0
@@ -137,7 +137,7 @@ def close_gaps(
         distance_sq = np.sum(delta * delta, axis=1)
         edge_rows.append(e[rows])
         edge_cols.append(s[cols])
-        edge_cost.append(distance_sq / variance[rows] + gap_penalty * (n_steps - 1))
+        edge_cost.append(own_scatter_cost(distance_sq, variance[rows], own[rows]) + gap_penalty * (n_steps - 1))
         edge_residual.append(distance_sq / n_steps)
     if not edge_rows:
         return 0

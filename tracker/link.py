@@ -36,7 +36,10 @@ from . import lap
 from .confidence import link_confidence
 from .costs import DEFAULT_NO_LINK_FACTOR, gated_links, gated_links_per_source, no_link_cost
 from .gaps import DEFAULT_GAP_PENALTY, DEFAULT_MAX_GAP, close_gaps, near_edge
-from .motion import DEFAULT_GATE_SIGMAS, DEFAULT_PRIOR_STEPS, MotionModel, predict_positions, spread_factor
+from .motion import (
+    DEFAULT_GATE_SIGMAS, DEFAULT_PRIOR_STEPS, MotionModel, own_scatter_cost, predict_positions, scatter_dispersion,
+    spread_factor,
+)
 from .tables import Table, positions_um, require_columns, sort_table, table_length
 
 ProgressCallback = Callable[[str, int, int], None]
@@ -71,6 +74,16 @@ SMOOTHING_MIN_PERSISTENCE = 0.2
 """The smoothing pass runs when the estimated (or given) persistence is at least this: below it the
 next step says little about the one before (nothing at all for Brownian motion, p = 0), and the pass
 would only cost time."""
+
+HETEROGENEOUS_DISPERSION = 1.5
+"""Tracks adapt to their own scatter only when the scatters of the tracks differ this much more than
+chance allows (:func:`tracker.motion.scatter_dispersion`; 1 for one shared motion). Measured in
+compare_trackers.py-style data, 10k particles: 0.97-1.24 for one population (Brownian to persistence
+0.9), 2.0-8.5 for half the particles moving 1.7-5 times farther than the others. On one population,
+adapting only adds noise (it cost 0.0001-0.0005 F1 in every cell)."""
+
+MIN_DISPERSION_TRACKS = 50
+"""Fewer tracks with 3 or more links than this: not enough to tell; tracks adapt."""
 
 NEXT_STEP_TERM_MEAN = 3.0
 """Expected value of the smoothing pass's second cost term (a squared 3D residual in standard
@@ -114,8 +127,12 @@ def link_detections(
         Persistence ``p``; estimated from the links when None.
     adaptive_radius : bool
         Search each particle's candidates within ``4.5`` standard deviations
-        of its own expected scatter (from the population's and its own
-        recent residuals), never beyond ``max_displacement_um``.
+        of its expected scatter, never beyond ``max_displacement_um`` (else:
+        within ``max_displacement_um``). When the tracks' scatters differ
+        more than chance allows (particles of different mobility, see
+        :data:`HETEROGENEOUS_DISPERSION`), that scatter is each track's own
+        (the population's, weighed with the track's residuals so far), in
+        the radius and in the costs.
     max_gap : int
         Join track ends to track starts up to this many missing frames later
         (0: no gap closing). Gaps are closed only when the data show missing
@@ -237,6 +254,7 @@ class _LinkState:
         # normalised squared residuals, carried along the track.
         self.ratio_sum = np.zeros(n)
         self.ratio_count = np.zeros(n)
+        self.heterogeneous = True  # until the tracks tell (see HETEROGENEOUS_DISPERSION)
         self.has_successor = np.zeros(n, dtype=bool)
         self.gap_penalty = DEFAULT_GAP_PENALTY
         self.low = self.high = np.zeros(3)
@@ -270,7 +288,7 @@ class _LinkState:
 
     def scale(self, index: np.ndarray) -> np.ndarray:
         """Each track's own scatter relative to its class (1 without adaptation)."""
-        if not self.adaptive_radius:
+        if not (self.adaptive_radius and self.heterogeneous):
             return np.ones(len(index))
         prior = DEFAULT_PRIOR_STEPS
         return (prior + self.ratio_sum[index]) / (prior + self.ratio_count[index])
@@ -310,6 +328,8 @@ class _LinkState:
         sources = np.concatenate([a, gap_ends])
         steps = np.concatenate([np.ones(len(a), dtype=np.int64), gap_steps])[rows]
         self._record_links(positions, sources[rows], b[cols], residual_sq, variance, confidence, steps)
+        dispersion, n_tracks = scatter_dispersion(self.ratio_sum[b], self.ratio_count[b])
+        self.heterogeneous = n_tracks < MIN_DISPERSION_TRACKS or dispersion >= HETEROGENEOUS_DISPERSION
 
     def _inner(self, positions, index):
         """Whether points ``index`` lie farther than :meth:`edge_distance` from the edge of the volume."""
@@ -365,7 +385,8 @@ class _LinkState:
         empty = np.empty(0, dtype=np.int64)
         if rows.size == 0:
             return empty, empty.copy(), np.empty(0), np.empty(0), np.empty(0)
-        scaled = distance_sq / variance[rows] + penalty[rows]  # squared standard deviations
+        own = self.scale(np.concatenate([a, gap_ends]))[rows]
+        scaled = own_scatter_cost(distance_sq, variance[rows], own) + penalty[rows]  # squared standard deviations
         plain = not self.scaled_costs()
         cost = distance_sq if plain else scaled
         # Scaled costs never exceed DEFAULT_GATE_SIGMAS² inside the radius (plus
@@ -462,7 +483,8 @@ class _LinkState:
         residual_variance = self.class_variance(np.ones(1, bool))[0]
         step = positions[b[cols]] - positions[a[rows]]
         future = np.sum((next_step[cols] - p * step) ** 2, axis=1) / residual_variance
-        cost = distance_sq / variance[rows] + np.where(has_next[cols], future, NEXT_STEP_TERM_MEAN)
+        own = self.scale(a)[rows]
+        cost = own_scatter_cost(distance_sq, variance[rows], own) + np.where(has_next[cols], future, NEXT_STEP_TERM_MEAN)
         alternative = no_link_factor * SCALED_NO_LINK_COST + NEXT_STEP_TERM_MEAN
 
         # Undo the forward pass's links between a and b.

@@ -127,3 +127,34 @@ def spread_factor(persistence: float, n_steps: np.ndarray, has_velocity: np.ndar
     with_v = np.cumsum(((1 - p**m) / (1 - p)) ** 2)
     without_v = np.array([n + 2 * np.sum((n - np.arange(1, n)) * p ** np.arange(1, n)) for n in m])
     return np.where(has_velocity, with_v[n_steps - 1], without_v[n_steps - 1])
+
+
+def scatter_dispersion(ratio_sum: np.ndarray, ratio_count: np.ndarray, min_steps: int = 3) -> tuple[float, int]:
+    """How much more the tracks' own scatters differ than chance allows (1: as chance; more: heterogeneous).
+
+    Each step of a track adds ``r = |residual|² / (3 σ²)`` to ``ratio_sum``
+    (σ² the per-axis variance of its class): for Gaussian motion shared by
+    all particles ``r`` has mean 1 and variance 2/3, so a track's mean over
+    ``c`` steps scatters with variance ``2 / (3 c)`` around the common mean.
+    Returns the mean of ``(m - m̄)² · 3 c / 2`` over the tracks with at least
+    ``min_steps`` steps (the index of dispersion) and how many there were.
+    """
+    counted = ratio_count >= min_steps
+    count = ratio_count[counted]
+    if len(count) == 0:
+        return float("nan"), 0
+    mean = ratio_sum[counted] / count
+    common = ratio_sum[counted].sum() / count.sum()
+    return float(np.mean((mean - common) ** 2 * 1.5 * count / common**2)), int(len(count))
+
+
+def own_scatter_cost(distance_sq: np.ndarray, variance: np.ndarray, scale: np.ndarray) -> np.ndarray:
+    """Cost of a displacement from the prediction under a track's own scatter (squared standard deviations).
+
+    ``distance_sq`` (µm²) over the track's own per-axis variance ``variance * scale`` (µm²), plus
+    ``3 ln scale``: twice the negative log-likelihood of a 3D Gaussian up to a constant shared by all,
+    so that a track of wide scatter does not take far candidates for free. ``scale = 1``: plain
+    squared Mahalanobis distance.
+    """
+    scale = np.asarray(scale, dtype=float)
+    return distance_sq / (variance * scale) + 3.0 * np.log(scale)

@@ -166,3 +166,23 @@ def test_sinkhorn_storage_and_unpadded_size(storage, rng, monkeypatch):
     assert _max_pair_gain(cost, np.arange(n), tau) <= 1e-9 * cost.max()
     opt = cost[scipy.optimize.linear_sum_assignment(cost)].sum()
     assert cost[np.arange(n), tau].sum() <= opt * 1.01
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("n", [5, 203, 512, 640])
+def test_fused_sinkhorn_gives_the_launch_per_step_prices(n, rng, monkeypatch):
+    import cupy
+
+    from tracker.lap import dgs
+
+    cost = _jittered(n, rng)
+    cf = cupy.asarray((cost / cost.max()).astype(np.float32))
+    k = dgs._kernels()
+    sms = cupy.cuda.Device().attributes["MultiProcessorCount"]
+    monkeypatch.setattr(dgs, "SINKHORN_ITERS", 60)
+    fused = [x.get() for x in dgs._sinkhorn(k, cf, sms)]  # one cluster launch (n <= SINKHORN_FUSED_MAX_N)
+    monkeypatch.setattr(dgs, "SINKHORN_FUSED_MAX_N", 0)
+    stepped = [x.get() for x in dgs._sinkhorn(k, cf, sms)]
+    for a, b in zip(fused, stepped):
+        np.testing.assert_allclose(a, b, rtol=1e-6, atol=1e-7)
+    assert np.isfinite(fused[0][:n]).all() and np.ptp(fused[0][:n]) > 0

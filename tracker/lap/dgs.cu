@@ -7,6 +7,8 @@
 //                out[i] = -e log sum_j exp(-(c[i,j] - other[j]) / e); run on
 //                the matrix and its transpose with e annealed, it gives
 //                approximate dual prices u, v.
+//   sk_anneal4   all the half-steps of sk_lse4 in one launch of one thread-block
+//                cluster, for small n (launch-bound there).
 //   gr_propose / gr_accept
 //                one round of parallel greedy on the reduced cost
 //                c[i,j] - u[i] - v[j] (u = v = 0: plain greedy): every free
@@ -74,16 +76,13 @@ __device__ __forceinline__ void lse_finish(int lane, float m, float s, float e, 
     if (lane == 0) *out = m - e * __logf(s);
 }
 
-extern "C" __global__ void sk_lse4(int n, int ld, const float* __restrict__ c, const float* __restrict__ other,
-                                   float* __restrict__ out, float e) {
-    int lane = threadIdx.x & 31;
-    int warp = (blockIdx.x * blockDim.x + threadIdx.x) >> 5;
-    int nwarps = (gridDim.x * blockDim.x) >> 5;
+// One half-step for the rows warp, warp + nwarps, ... of c (row stride ld) against `oth` (ld / 4 float4).
+__device__ __forceinline__ void lse_rows4(int n, int ld, const float* __restrict__ c, const float4* oth,
+                                          float* __restrict__ out, float e, int warp, int nwarps, int lane) {
     float inv_e = 1.0f / e;
     int nv = ld >> 2;
     for (int i = warp; i < n; i += nwarps) {
         const float4* row = reinterpret_cast<const float4*>(c + (long long)i * ld);
-        const float4* oth = reinterpret_cast<const float4*>(other);
         float m = __int_as_float(0x7f800000), s = 0.0f;
         for (int q = lane; q < nv; q += 64) {
             float4 r0 = row[q], o0 = oth[q];
@@ -94,6 +93,43 @@ extern "C" __global__ void sk_lse4(int n, int ld, const float* __restrict__ c, c
             lse_accum(x, two ? 8 : 4, m, s, inv_e);
         }
         lse_finish(lane, m, s, e, inv_e, out + i);
+    }
+}
+
+extern "C" __global__ void sk_lse4(int n, int ld, const float* __restrict__ c, const float* __restrict__ other,
+                                   float* __restrict__ out, float e) {
+    lse_rows4(n, ld, c, reinterpret_cast<const float4*>(other), out, e,
+              (blockIdx.x * blockDim.x + threadIdx.x) >> 5, (gridDim.x * blockDim.x) >> 5, threadIdx.x & 31);
+}
+
+// Every Sinkhorn half-step of the annealing in one launch of one thread-block cluster (small n, where
+// the ~2 * SINKHORN_ITERS launches of sk_lse4 cost more than the arithmetic): the blocks of the cluster
+// share the rows, and a hardware cluster barrier (release/acquire) separates the half-steps. Each block
+// stages the other side's prices in shared memory, read past L1 (ld.global.cg), written by the cluster's
+// other blocks. Same arithmetic as sk_lse4, row for row: the same prices.
+#define SK_CLUSTER 8
+
+__device__ __forceinline__ void cluster_barrier() {
+    asm volatile("barrier.cluster.arrive.release.aligned;\n\tbarrier.cluster.wait.acquire.aligned;" ::: "memory");
+}
+
+extern "C" __global__ void __cluster_dims__(SK_CLUSTER, 1, 1)
+sk_anneal4(int n, int ld, const float* __restrict__ c, const float* __restrict__ c_t, float* u, float* v,
+           const float* __restrict__ temps, int iters) {
+    extern __shared__ float4 staged[];  // ld / 4 float4: the other side's prices
+    int nv = ld >> 2;
+    int warp = (blockIdx.x * blockDim.x + threadIdx.x) >> 5;
+    int nwarps = (gridDim.x * blockDim.x) >> 5;
+    for (int k = 0; k < iters; ++k) {
+        float e = temps[k];
+        for (int half = 0; half < 2; ++half) {
+            const float* other = half ? u : v;
+            for (int q = threadIdx.x; q < nv; q += blockDim.x)
+                staged[q] = __ldcg(reinterpret_cast<const float4*>(other) + q);
+            __syncthreads();
+            lse_rows4(n, ld, half ? c_t : c, staged, half ? v : u, e, warp, nwarps, threadIdx.x & 31);
+            cluster_barrier();  // also keeps `staged` until every warp of the block is done with it
+        }
     }
 }
 

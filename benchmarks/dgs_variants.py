@@ -1,0 +1,36 @@
+"""DGS variants side by side (GPU): time and optimality gap per class and size, one row per variant.
+
+Usage::
+
+    python benchmarks/dgs_variants.py --sizes 512,1024,2048 --variant "fused off" SINKHORN_FUSED_MAX_N=0 \
+        --variant "300 iterations" SINKHORN_ITERS=300
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+
+from sparse_section import dgs_table
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--sizes", default="512,1024,2048")
+    parser.add_argument("--classes", default="geometric,uniform,jittered3d")
+    parser.add_argument("--variant", nargs="+", action="append", default=[], metavar=("LABEL", "NAME=VALUE"),
+                        help="a label and tracker.lap.dgs settings (repeatable)")
+    args = parser.parse_args()
+    variants = [("default", {})]
+    for label, *settings in args.variant:
+        values = {}
+        for setting in settings:
+            name, value = setting.split("=", 1)
+            values[name] = ast.literal_eval(value)  # numbers and quoted strings
+        variants.append((label, values))
+    print(dgs_table([int(n) for n in args.sizes.split(",")], classes=tuple(args.classes.split(",")),
+                    variants=variants))
+
+
+if __name__ == "__main__":
+    main()

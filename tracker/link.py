@@ -77,13 +77,15 @@ would only cost time."""
 
 HETEROGENEOUS_DISPERSION = 1.5
 """Tracks adapt to their own scatter only when the scatters of the tracks differ this much more than
-chance allows (:func:`tracker.motion.scatter_dispersion`; 1 for one shared motion). Measured in
-compare_trackers.py-style data, 10k particles: 0.97-1.24 for one population (Brownian to persistence
-0.9), 2.0-8.5 for half the particles moving 1.7-5 times farther than the others. On one population,
-adapting only adds noise (it cost 0.0001-0.0005 F1 in every cell)."""
+chance allows (:func:`tracker.motion.scatter_dispersion` over every linked track; 1 for one shared
+motion), tested after each frame pair. Measured in compare_trackers.py's data, 10k particles: 0.95-1.23
+for one population (Brownian to persistence 0.9; up to 2.2 with 10 % blinking, whose gap links scatter
+more), 1.5-23 for half the particles moving 1.7-5 times farther than the others. On one population,
+adapting only adds noise (it cost 0.0001-0.0005 F1 in every cell).
+"""
 
 MIN_DISPERSION_TRACKS = 50
-"""Fewer tracks with 3 or more links than this: not enough to tell; tracks adapt."""
+"""Fewer linked tracks than this: not enough to tell one motion from several; tracks adapt."""
 
 NEXT_STEP_TERM_MEAN = 3.0
 """Expected value of the smoothing pass's second cost term (a squared 3D residual in standard
@@ -328,7 +330,7 @@ class _LinkState:
         sources = np.concatenate([a, gap_ends])
         steps = np.concatenate([np.ones(len(a), dtype=np.int64), gap_steps])[rows]
         self._record_links(positions, sources[rows], b[cols], residual_sq, variance, confidence, steps)
-        dispersion, n_tracks = scatter_dispersion(self.ratio_sum[b], self.ratio_count[b])
+        dispersion, n_tracks = scatter_dispersion(self.ratio_sum[b], self.ratio_count[b], min_steps=1)
         self.heterogeneous = n_tracks < MIN_DISPERSION_TRACKS or dispersion >= HETEROGENEOUS_DISPERSION
 
     def _inner(self, positions, index):

@@ -89,17 +89,21 @@ def test_smoothing_leaves_brownian_motion_alone():
         np.testing.assert_array_equal(tables[0][name], tables[1][name])
 
 
-def test_scatter_dispersion_tells_one_population_from_two():
+def test_dispersion_and_prior_weight_tell_one_population_from_two():
     rng = np.random.default_rng(0)
-    steps = rng.integers(3, 12, 4000).astype(float)
+    steps = rng.integers(1, 12, 4000).astype(float)
     # Per step r = |residual|² / (3 σ²) ~ chi²(3) / 3; a sum over c steps ~ chi²(3c) / 3.
     one = rng.chisquare(3 * steps) / 3
     d, count = motion.scatter_dispersion(one, steps)
     assert count == 4000 and 0.9 < d < 1.1
+    assert motion.own_scatter_prior_steps(one, steps) > 30  # barely adapts, if at all
     wide = rng.random(4000) < 0.5  # half the tracks scatter 3x as much (variance)
-    d_two, _ = motion.scatter_dispersion(np.where(wide, 3.0, 1.0) * one, steps)
-    assert d_two > 3.0
-    assert motion.scatter_dispersion(one, np.full(4000, 2.0))[1] == 0  # too few steps to count
+    two = np.where(wide, 3.0, 1.0) * one
+    assert motion.scatter_dispersion(two, steps)[0] > 3.0
+    # True relative scatters 0.5 and 1.5 (V = 0.25): best weight (2/3) / V ≈ 2.7 steps.
+    assert 1.5 < motion.own_scatter_prior_steps(two, steps) < 4.5
+    assert motion.scatter_dispersion(one, steps, min_steps=12)[1] == 0  # none has 12 steps
+    assert motion.own_scatter_prior_steps(two[:20], steps[:20]) == motion.DEFAULT_PRIOR_STEPS  # too few
 
 
 def test_own_scatter_cost_is_a_log_likelihood():
@@ -123,14 +127,23 @@ def _mixed_mobility_cell(seed, n=1000, frames=10, steps_um=(0.05, 0.6)):
 
 def test_tracks_adapt_to_their_own_scatter_only_when_mobility_differs(monkeypatch):
     mixed_truth, mixed = _mixed_mobility_cell(0)
-    _, single, step, _ = _dense_cell(0.3, 0.0, n=1000, frames=10)
-    default = [link.link_detections(d, gate, solver="scipy") for d, gate in ((mixed, 1.5), (single, 2.5 * step))]
-    monkeypatch.setattr(link, "HETEROGENEOUS_DISPERSION", np.inf)  # never adapt once the tracks can tell
-    shared = [link.link_detections(d, gate, solver="scipy") for d, gate in ((mixed, 1.5), (single, 2.5 * step))]
-    assert not np.array_equal(default[0]["link_cost"], shared[0]["link_cost"], equal_nan=True)
-    for name in ("track_id", "frame", "link_cost", "link_confidence"):
-        np.testing.assert_array_equal(default[1][name], shared[1][name])
-    assert metrics.evaluate(default[0], mixed_truth, 0.5)["link_f1"] > 0.97
+    single_truth, single, step, nn = _dense_cell(0.3, 0.0, n=1000, frames=10)
+    weights = []  # the prior weight the linker derives from its own links, after each frame pair
+
+    def spy(ratio_sum, ratio_count):
+        weights[-1].append(motion.own_scatter_prior_steps(ratio_sum, ratio_count))
+        return weights[-1][-1]
+
+    monkeypatch.setattr(link, "own_scatter_prior_steps", spy)
+    f1 = []
+    for detections, truth, gate, match in ((mixed, mixed_truth, 1.5, 0.5), (single, single_truth, 2.5 * step,
+                                                                           0.5 * nn)):
+        weights.append([])
+        tracks = link.link_detections(detections, gate, solver="scipy")
+        f1.append(metrics.evaluate(tracks, truth, match)["link_f1"])
+    assert max(weights[0][2:]) < 2.0  # mixed mobility: each track's own scatter, soon
+    assert min(weights[1][2:]) > 20.0  # one population: (almost) the population's
+    assert f1[0] > 0.97 and f1[1] > 0.98
 
 
 def test_fixed_persistence_and_bad_options():

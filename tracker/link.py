@@ -37,8 +37,8 @@ from .confidence import link_confidence
 from .costs import DEFAULT_NO_LINK_FACTOR, gated_links, gated_links_per_source, no_link_cost
 from .gaps import DEFAULT_GAP_PENALTY, DEFAULT_MAX_GAP, close_gaps, near_edge
 from .motion import (
-    DEFAULT_GATE_SIGMAS, DEFAULT_PRIOR_STEPS, MotionModel, own_scatter_cost, predict_positions, scatter_dispersion,
-    spread_factor,
+    DEFAULT_GATE_SIGMAS, DEFAULT_PRIOR_STEPS, MotionModel, own_scatter_cost, own_scatter_prior_steps,
+    predict_positions, spread_factor,
 )
 from .tables import Table, positions_um, require_columns, sort_table, table_length
 
@@ -74,18 +74,6 @@ SMOOTHING_MIN_PERSISTENCE = 0.2
 """The smoothing pass runs when the estimated (or given) persistence is at least this: below it the
 next step says little about the one before (nothing at all for Brownian motion, p = 0), and the pass
 would only cost time."""
-
-HETEROGENEOUS_DISPERSION = 1.5
-"""Tracks adapt to their own scatter only when the scatters of the tracks differ this much more than
-chance allows (:func:`tracker.motion.scatter_dispersion` over every linked track; 1 for one shared
-motion), tested after each frame pair. Measured in compare_trackers.py's data, 10k particles: 0.95-1.23
-for one population (Brownian to persistence 0.9; up to 2.2 with 10 % blinking, whose gap links scatter
-more), 1.5-23 for half the particles moving 1.7-5 times farther than the others. On one population,
-adapting only adds noise (it cost 0.0001-0.0005 F1 in every cell).
-"""
-
-MIN_DISPERSION_TRACKS = 50
-"""Fewer linked tracks than this: not enough to tell one motion from several; tracks adapt."""
 
 NEXT_STEP_TERM_MEAN = 3.0
 """Expected value of the smoothing pass's second cost term (a squared 3D residual in standard
@@ -130,11 +118,13 @@ def link_detections(
     adaptive_radius : bool
         Search each particle's candidates within ``4.5`` standard deviations
         of its expected scatter, never beyond ``max_displacement_um`` (else:
-        within ``max_displacement_um``). When the tracks' scatters differ
-        more than chance allows (particles of different mobility, see
-        :data:`HETEROGENEOUS_DISPERSION`), that scatter is each track's own
-        (the population's, weighed with the track's residuals so far), in
-        the radius and in the costs.
+        within ``max_displacement_um``). Where the tracks' scatters differ
+        more than chance allows (particles of different mobility), that
+        scatter is each track's own, in the radius and in the costs: the
+        population's, shrunk towards the track's residuals so far as far as
+        their dispersion warrants (empirical Bayes,
+        :func:`tracker.motion.own_scatter_prior_steps`); with one shared
+        motion, the population's.
     max_gap : int
         Join track ends to track starts up to this many missing frames later
         (0: no gap closing). Gaps are closed only when the data show missing
@@ -256,7 +246,7 @@ class _LinkState:
         # normalised squared residuals, carried along the track.
         self.ratio_sum = np.zeros(n)
         self.ratio_count = np.zeros(n)
-        self.heterogeneous = True  # until the tracks tell (see HETEROGENEOUS_DISPERSION)
+        self.prior_steps = DEFAULT_PRIOR_STEPS  # until the tracks tell (own_scatter_prior_steps)
         self.has_successor = np.zeros(n, dtype=bool)
         self.gap_penalty = DEFAULT_GAP_PENALTY
         self.low = self.high = np.zeros(3)
@@ -290,9 +280,9 @@ class _LinkState:
 
     def scale(self, index: np.ndarray) -> np.ndarray:
         """Each track's own scatter relative to its class (1 without adaptation)."""
-        if not (self.adaptive_radius and self.heterogeneous):
+        prior = self.prior_steps
+        if not self.adaptive_radius or np.isinf(prior):
             return np.ones(len(index))
-        prior = DEFAULT_PRIOR_STEPS
         return (prior + self.ratio_sum[index]) / (prior + self.ratio_count[index])
 
     def link_pair(self, positions, a, b, no_link_factor, solver, gap_ends=None, gap_steps=None):
@@ -330,8 +320,7 @@ class _LinkState:
         sources = np.concatenate([a, gap_ends])
         steps = np.concatenate([np.ones(len(a), dtype=np.int64), gap_steps])[rows]
         self._record_links(positions, sources[rows], b[cols], residual_sq, variance, confidence, steps)
-        dispersion, n_tracks = scatter_dispersion(self.ratio_sum[b], self.ratio_count[b], min_steps=1)
-        self.heterogeneous = n_tracks < MIN_DISPERSION_TRACKS or dispersion >= HETEROGENEOUS_DISPERSION
+        self.prior_steps = own_scatter_prior_steps(self.ratio_sum[b], self.ratio_count[b])
 
     def _inner(self, positions, index):
         """Whether points ``index`` lie farther than :meth:`edge_distance` from the edge of the volume."""

@@ -24,7 +24,11 @@ DEFAULT_GATE_SIGMAS = 4.5
 3 degrees of freedom: P(> 4.5 σ) ≈ 5e-4)."""
 
 DEFAULT_PRIOR_STEPS = 4.0
-"""Weight (in steps) of the population's scatter in a particle's own scatter estimate."""
+"""Weight (in steps) of the population's scatter in a particle's own scatter estimate while there are
+too few tracks to estimate it (:func:`own_scatter_prior_steps`)."""
+
+MIN_PRIOR_TRACKS = 50
+"""Fewer linked tracks than this: :func:`own_scatter_prior_steps` returns :data:`DEFAULT_PRIOR_STEPS`."""
 
 MIN_VELOCITY_PAIRS = 50
 """Fewer pairs of successive displacements than this: the persistence estimate is not used yet."""
@@ -129,7 +133,7 @@ def spread_factor(persistence: float, n_steps: np.ndarray, has_velocity: np.ndar
     return np.where(has_velocity, with_v[n_steps - 1], without_v[n_steps - 1])
 
 
-def scatter_dispersion(ratio_sum: np.ndarray, ratio_count: np.ndarray, min_steps: int = 3) -> tuple[float, int]:
+def scatter_dispersion(ratio_sum: np.ndarray, ratio_count: np.ndarray, min_steps: int = 1) -> tuple[float, int]:
     """How much more the tracks' own scatters differ than chance allows (1: as chance; more: heterogeneous).
 
     Each step of a track adds ``r = |residual|² / (3 σ²)`` to ``ratio_sum``
@@ -158,3 +162,25 @@ def own_scatter_cost(distance_sq: np.ndarray, variance: np.ndarray, scale: np.nd
     """
     scale = np.asarray(scale, dtype=float)
     return distance_sq / (variance * scale) + 3.0 * np.log(scale)
+
+
+def own_scatter_prior_steps(ratio_sum: np.ndarray, ratio_count: np.ndarray) -> float:
+    """Weight (in steps) of the population's scatter in each track's own scatter estimate (empirical Bayes).
+
+    A track's own scatter, relative to its class's, is estimated as
+    ``(k + ratio_sum) / (k + ratio_count)``: its mean ``r`` shrunk towards 1
+    with the weight of ``k`` steps. The best ``k`` is ``(2/3) / V``, ``V``
+    the variance of the true relative scatters across tracks, and the tracks'
+    index of dispersion ``D`` (:func:`scatter_dispersion`) measures it:
+    ``D ≈ 1 + 1.5 V c̄`` for tracks of ``c̄`` steps on average, so
+    ``k = c̄ / (D - 1)``. One shared motion (``D <= 1``) gives ``inf``: no
+    track adapts. Particles of different mobility give a small ``k``.
+    :data:`DEFAULT_PRIOR_STEPS` while fewer than :data:`MIN_PRIOR_TRACKS`
+    tracks are linked.
+    """
+    dispersion, n_tracks = scatter_dispersion(ratio_sum, ratio_count)
+    if n_tracks < MIN_PRIOR_TRACKS:
+        return DEFAULT_PRIOR_STEPS
+    if not dispersion > 1.0:
+        return float("inf")
+    return float(np.mean(ratio_count[ratio_count >= 1])) / (dispersion - 1.0)

@@ -114,3 +114,34 @@ def test_table_cells_empty_spaced_and_text(tmp_path):
     np.testing.assert_array_equal(table["z"], [1.5, 4.0])
     np.testing.assert_array_equal(table["score"], [np.nan, 0.25])
     assert table["note"].tolist() == ["a", "b"] and table["frame"].dtype == np.int64
+
+
+@pytest.mark.parametrize("content, fast", [
+    ("frame,z,y,x,link_cost\n0,1.5,2,3,nan\n1, 4 ,5,6,0.25\n", True),  # numbers only: parsed in C
+    ("frame,z,y,x,link_cost\n0,1.5,2,3,\n1,4,5,6,0.25\n", False),  # an empty cell: the general parser
+    ('"frame",z,y,x,link_cost\n0,1.5,2,3,nan\n"1",4,5,6,0.25\n', False),  # quotes: the general parser
+])
+def test_both_table_parsers_agree(tmp_path, content, fast):
+    path = tmp_path / "t.csv"
+    path.write_text(content)
+    assert (io._read_numeric_table(path, ("frame",)) is not None) == fast
+    table = io.read_table(path, required=("frame", "z"))
+    assert list(table) == ["frame", "z", "y", "x", "link_cost"] and table["frame"].dtype == np.int64
+    np.testing.assert_array_equal(table["frame"], [0, 1])
+    np.testing.assert_array_equal(table["z"], [1.5, 4.0])
+    np.testing.assert_array_equal(table["link_cost"], [np.nan, 0.25])
+
+
+def test_header_only_and_large_tables(tmp_path, rng):
+    path = tmp_path / "t.csv"
+    path.write_text("frame,z,y,x\n")
+    empty = io.read_table(path, required=("frame",))
+    assert empty["frame"].dtype == np.int64 and all(len(c) == 0 for c in empty.values())
+    n = 20_000
+    table = {"track_id": np.arange(n) // 7, "frame": np.arange(n) % 7, "z": rng.random(n), "y": rng.random(n),
+             "x": rng.random(n), "visible": rng.random(n) < 0.5}
+    io.write_table(path, table, overwrite=True)
+    back = io.read_table(path)
+    for name, column in table.items():
+        assert back[name].dtype == column.dtype
+        np.testing.assert_allclose(back[name], column, rtol=1e-8)

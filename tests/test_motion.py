@@ -100,8 +100,9 @@ def test_dispersion_and_prior_weight_tell_one_population_from_two():
     wide = rng.random(4000) < 0.5  # half the tracks scatter 3x as much (variance)
     two = np.where(wide, 3.0, 1.0) * one
     assert motion.scatter_dispersion(two, steps)[0] > 3.0
-    # True relative scatters 0.5 and 1.5 (V = 0.25): best weight (2/3) / V ≈ 2.7 steps.
-    assert 1.5 < motion.own_scatter_prior_steps(two, steps) < 4.5
+    # True relative scatters 0.5 and 1.5 (V = 0.25): best weight (2/3) / V ≈ 2.7 steps, kept at 4 or more.
+    assert 1.5 < steps.mean() / (motion.scatter_dispersion(two, steps)[0] - 1) < 4.5
+    assert motion.own_scatter_prior_steps(two, steps) == motion.DEFAULT_PRIOR_STEPS
     assert motion.scatter_dispersion(one, steps, min_steps=12)[1] == 0  # none has 12 steps
     assert motion.own_scatter_prior_steps(two[:20], steps[:20]) == motion.DEFAULT_PRIOR_STEPS  # too few
 
@@ -118,10 +119,7 @@ def test_own_scatter_cost_is_a_log_likelihood():
 def _mixed_mobility_cell(seed, n=1000, frames=10, steps_um=(0.05, 0.6)):
     """Half the particles move ``steps_um[0]`` per frame (RMS), half ``steps_um[1]``; NN ≈ 1 µm."""
     side = (n / 0.554**3) ** (1 / 3)
-    halves = [simulate.simulate_tracks(n // 2, frames, (side,) * 3, step, 0.0, margin_um=1.0, seed=seed + 100 * k)
-              for k, step in enumerate(steps_um)]
-    halves[1]["track_id"] = halves[1]["track_id"] + halves[0]["track_id"].max() + 1
-    truth = {name: np.concatenate([half[name] for half in halves]) for name in halves[0]}
+    truth = simulate.simulate_tracks(n, frames, (side,) * 3, steps_um, 0.0, margin_um=1.0, seed=seed)
     return truth, _detections(truth, 0.04, seed)
 
 
@@ -141,7 +139,7 @@ def test_tracks_adapt_to_their_own_scatter_only_when_mobility_differs(monkeypatc
         weights.append([])
         tracks = link.link_detections(detections, gate, solver="scipy")
         f1.append(metrics.evaluate(tracks, truth, match)["link_f1"])
-    assert max(weights[0][2:]) < 2.0  # mixed mobility: each track's own scatter, soon
+    assert max(weights[0][2:]) == motion.DEFAULT_PRIOR_STEPS  # mixed mobility: each track's own scatter
     assert min(weights[1][2:]) > 20.0  # one population: (almost) the population's
     assert f1[0] > 0.97 and f1[1] > 0.98
 

@@ -69,3 +69,18 @@ def test_gated_frame_pair_is_a_gated_linking_problem():
     assert len(np.unique(rows)) > 0.9 * shape[1]
     again = simulate.gated_frame_pair(2000, 0.3, seed=4)
     assert all(np.array_equal(a, b) for a, b in zip((rows, cols, cost), again[:3]))
+
+
+def test_mobility_classes():
+    truth = simulate.simulate_tracks(400, 12, (30.0, 30.0, 30.0), step_um=(0.1, 0.5), persistence=0.0,
+                                     margin_um=0.0, seed=2)
+    ids, frames = truth["track_id"], truth["frame"]
+    positions = np.stack([truth[axis] for axis in "zyx"], axis=1)
+    same = (ids[1:] == ids[:-1]) & (frames[1:] == frames[:-1] + 1)
+    step_sq = np.sum(np.diff(positions, axis=0) ** 2, axis=1)[same]
+    per_track = np.bincount(ids[1:][same], step_sq) / np.maximum(np.bincount(ids[1:][same]), 1)
+    rms = np.sqrt(np.sort(per_track[np.bincount(ids[1:][same]) >= 8]))
+    assert 0.08 < rms[: len(rms) // 3].mean() < 0.12  # the slow half
+    assert 0.42 < rms[-len(rms) // 3:].mean() < 0.58  # the fast half
+    with pytest.raises(ValueError, match="step_um"):
+        simulate.simulate_tracks(5, 2, step_um=(0.1, -1.0))

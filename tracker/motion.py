@@ -24,8 +24,8 @@ DEFAULT_GATE_SIGMAS = 4.5
 3 degrees of freedom: P(> 4.5 σ) ≈ 5e-4)."""
 
 DEFAULT_PRIOR_STEPS = 4.0
-"""Weight (in steps) of the population's scatter in a particle's own scatter estimate while there are
-too few tracks to estimate it (:func:`own_scatter_prior_steps`)."""
+"""Least weight (in steps) of the population's scatter in a particle's own scatter estimate, and the
+weight while there are too few tracks to estimate it (:func:`own_scatter_prior_steps`)."""
 
 MIN_PRIOR_TRACKS = 50
 """Fewer linked tracks than this: :func:`own_scatter_prior_steps` returns :data:`DEFAULT_PRIOR_STEPS`."""
@@ -174,7 +174,10 @@ def own_scatter_prior_steps(ratio_sum: np.ndarray, ratio_count: np.ndarray) -> f
     index of dispersion ``D`` (:func:`scatter_dispersion`) measures it:
     ``D ≈ 1 + 1.5 V c̄`` for tracks of ``c̄`` steps on average, so
     ``k = c̄ / (D - 1)``. One shared motion (``D <= 1``) gives ``inf``: no
-    track adapts. Particles of different mobility give a small ``k``.
+    track adapts. Particles of different mobility give a small ``k``, kept
+    at :data:`DEFAULT_PRIOR_STEPS` or more: a few steps' squared residuals
+    (chi-square with 3 degrees of freedom each) are too noisy to trust more
+    (trusting them fully lost up to 0.0010 F1 in benchmarks/mixed_mobility.py).
     :data:`DEFAULT_PRIOR_STEPS` while fewer than :data:`MIN_PRIOR_TRACKS`
     tracks are linked.
     """
@@ -183,4 +186,4 @@ def own_scatter_prior_steps(ratio_sum: np.ndarray, ratio_count: np.ndarray) -> f
         return DEFAULT_PRIOR_STEPS
     if not dispersion > 1.0:
         return float("inf")
-    return float(np.mean(ratio_count[ratio_count >= 1])) / (dispersion - 1.0)
+    return max(float(np.mean(ratio_count[ratio_count >= 1])) / (dispersion - 1.0), DEFAULT_PRIOR_STEPS)

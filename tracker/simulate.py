@@ -30,7 +30,7 @@ def simulate_tracks(
     n_particles: int = 50,
     n_frames: int = 20,
     field_of_view_um: Sequence[float] = (8.0, 20.0, 20.0),
-    step_um: float = 0.5,
+    step_um: float | Sequence[float] = 0.5,
     persistence: float = 0.5,
     margin_um: float | None = None,
     birth_rate: float = 0.0,
@@ -51,13 +51,15 @@ def simulate_tracks(
         Number of time points.
     field_of_view_um : (3,) floats
         Extent of the imaged volume, ``z, y, x`` in µm, from the origin.
-    step_um : float
-        Root-mean-square displacement per frame (µm).
+    step_um : float or sequence of floats
+        Root-mean-square displacement per frame (µm). Several values: as many
+        mobility classes, particle ``i`` (and the ``i``-th one born) moving
+        with ``step_um[i % len(step_um)]``.
     persistence : float
         Persistence level ``p`` in [0, 1].
     margin_um : float, optional
         Width of the invisible shell around the field of view (µm); defaults
-        to ``2 * step_um``. Zero keeps every particle in view.
+        to twice the largest ``step_um``. Zero keeps every particle in view.
     birth_rate, death_rate : float
         Expected births per frame as a fraction of ``n_particles``; per-frame
         probability that a particle dies.
@@ -79,23 +81,30 @@ def simulate_tracks(
         raise ValueError(f"persistence must be in [0, 1], got {persistence}")
     if n_particles < 0 or n_frames < 1:
         raise ValueError("n_particles must be >= 0 and n_frames >= 1")
+    steps = np.atleast_1d(np.asarray(step_um, dtype=np.float64))
+    if steps.ndim != 1 or len(steps) == 0 or not np.all(np.isfinite(steps) & (steps >= 0)):
+        raise ValueError(f"step_um must be one or more non-negative numbers of µm, got {step_um!r}")
     rng = np.random.default_rng(seed)
     fov = np.asarray(field_of_view_um, dtype=np.float64)
-    margin = 2.0 * step_um if margin_um is None else float(margin_um)
+    margin = 2.0 * float(steps.max()) if margin_um is None else float(margin_um)
     low, high = -margin * np.ones(3), fov + margin
-    bias_scale = np.sqrt(1.0 - persistence**2) * step_um / np.sqrt(3.0)
 
-    def new_particles(count: int) -> tuple[np.ndarray, np.ndarray]:
-        position = low + rng.random((count, 3)) * (high - low)
-        velocity = rng.normal(0.0, step_um / np.sqrt(3.0), (count, 3))
+    def axis_scale(ids: np.ndarray) -> float | np.ndarray:
+        """Per-axis RMS step (µm) of particles ``ids``: a number for one class, else a (k, 1) column."""
+        return steps[0] / np.sqrt(3.0) if len(steps) == 1 else (steps[ids % len(steps)] / np.sqrt(3.0))[:, None]
+
+    def new_particles(ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        position = low + rng.random((len(ids), 3)) * (high - low)
+        velocity = rng.normal(0.0, axis_scale(ids), (len(ids), 3))
         return position, velocity
 
-    position, velocity = new_particles(n_particles)
     particle_id = np.arange(n_particles)
+    position, velocity = new_particles(particle_id)
     next_id = n_particles
     records = []
     for frame in range(n_frames):
         if frame > 0:
+            bias_scale = np.sqrt(1.0 - persistence**2) * axis_scale(particle_id)
             velocity = persistence * velocity + rng.normal(0.0, bias_scale, velocity.shape)
             position = position + velocity
             # Reflecting walls keep the density constant.
@@ -109,10 +118,11 @@ def simulate_tracks(
             position, velocity, particle_id = position[alive], velocity[alive], particle_id[alive]
             n_born = rng.poisson(birth_rate * n_particles) if birth_rate > 0 else 0
             if n_born:
-                born_position, born_velocity = new_particles(n_born)
+                born = np.arange(next_id, next_id + n_born)
+                born_position, born_velocity = new_particles(born)
                 position = np.vstack([position, born_position])
                 velocity = np.vstack([velocity, born_velocity])
-                particle_id = np.concatenate([particle_id, np.arange(next_id, next_id + n_born)])
+                particle_id = np.concatenate([particle_id, born])
                 next_id += n_born
         in_view = np.all((position >= 0) & (position <= fov), axis=1)
         visible = rng.random(len(position)) >= blink_probability

@@ -51,12 +51,22 @@ def dog_filter(volume, sigma_voxels: Sequence[float], surround: float = SURROUND
     spot on a slowly varying background (bright spots give positive peaks).
     Axes of a single plane (size 1) are not filtered.
     """
+    return _smoothed_and_dog(volume, sigma_voxels, surround)[1]
+
+
+def _smoothed_and_dog(volume, sigma_voxels: Sequence[float], surround: float = SURROUND_RATIO):
+    """The centre Gaussian (the volume smoothed at the spot's scale) and the DoG, both float32."""
     xp = get_array_module(volume)
     ndimage = _ndimage(xp)
     image = xp.asarray(volume, dtype=xp.float32)
     sigma = np.array([float(s) if n > 1 else 0.0 for s, n in zip(sigma_voxels, image.shape)])
     centre = ndimage.gaussian_filter(image, sigma.tolist(), mode="nearest")
-    return centre - ndimage.gaussian_filter(image, (surround * sigma).tolist(), mode="nearest")
+    return centre, centre - ndimage.gaussian_filter(image, (surround * sigma).tolist(), mode="nearest")
+
+
+def _background_sample(image, sample_step: int = 2):
+    """Every ``sample_step``-th voxel in each axis longer than 8 (flattened): spots are sparse."""
+    return image[tuple(slice(None, None, sample_step if n > 8 else 1) for n in image.shape)].ravel()
 
 
 def noise_level(response, sample_step: int = 2) -> tuple[float, float]:
@@ -66,7 +76,7 @@ def noise_level(response, sample_step: int = 2) -> tuple[float, float]:
     sub-sampled grid (every ``sample_step``-th voxel in each axis) is enough.
     """
     xp = get_array_module(response)
-    sample = response[tuple(slice(None, None, sample_step if n > 8 else 1) for n in response.shape)].ravel()
+    sample = _background_sample(response, sample_step)
     median = float(xp.median(sample))
     sigma = 1.4826 * float(xp.median(xp.abs(sample - median)))
     if sigma == 0.0:  # noiseless synthetic data: fall back to the standard deviation
@@ -125,7 +135,7 @@ def detect_spots(
     voxel = np.asarray(voxel_size_um, dtype=np.float64)
     sigma = spot_sigma_voxels(radius, voxel)
 
-    response = dog_filter(volume, sigma)
+    smoothed, response = _smoothed_and_dog(volume, sigma)
     median, noise = noise_level(response)
     if noise == 0.0:  # a constant volume has no spots
         return _with_voxel_columns(empty_detections(), frame)
@@ -143,8 +153,7 @@ def detect_spots(
     offsets = _quadratic_offsets(quality, coords)
     sub_voxel = coords.astype(xp.float64) + offsets
     peak_quality = quality[tuple(coords.T)]
-    smoothed = ndimage.gaussian_filter(volume.astype(xp.float32), [s if n > 1 else 0 for s, n in zip(sigma, volume.shape)])
-    intensity = smoothed[tuple(coords.T)] - xp.median(smoothed)
+    intensity = smoothed[tuple(coords.T)] - xp.median(_background_sample(smoothed))
 
     sub_voxel = to_numpy(sub_voxel)
     peak_quality = to_numpy(peak_quality).astype(np.float64)

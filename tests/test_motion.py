@@ -105,6 +105,7 @@ def test_dispersion_and_prior_weight_tell_one_population_from_two():
     assert motion.own_scatter_prior_steps(two, steps) == motion.DEFAULT_PRIOR_STEPS
     assert motion.scatter_dispersion(one, steps, min_steps=12)[1] == 0  # none has 12 steps
     assert motion.own_scatter_prior_steps(two[:20], steps[:20]) == motion.DEFAULT_PRIOR_STEPS  # too few
+    assert motion.own_scatter_prior_steps(np.zeros(100), np.ones(100)) == np.inf  # noiseless: one motion
 
 
 def test_own_scatter_cost_is_a_log_likelihood():

@@ -149,6 +149,8 @@ def scatter_dispersion(ratio_sum: np.ndarray, ratio_count: np.ndarray, min_steps
         return float("nan"), 0
     mean = ratio_sum[counted] / count
     common = ratio_sum[counted].sum() / count.sum()
+    if not common > 0.0:  # every residual exactly zero (noiseless synthetic data): nothing differs
+        return 0.0, int(len(count))
     return float(np.mean((mean - common) ** 2 * 1.5 * count / common**2)), int(len(count))
 
 

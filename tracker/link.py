@@ -474,8 +474,8 @@ class _LinkState:
         residual_variance = self.class_variance(np.ones(1, bool))[0]
         step = positions[b[cols]] - positions[a[rows]]
         future = np.sum((next_step[cols] - p * step) ** 2, axis=1) / residual_variance
-        own = self.scale(a)[rows]
-        cost = own_scatter_cost(distance_sq, variance[rows], own) + np.where(has_next[cols], future, NEXT_STEP_TERM_MEAN)
+        cost = own_scatter_cost(distance_sq, variance[rows], self.scale(a)[rows])
+        cost += np.where(has_next[cols], future, NEXT_STEP_TERM_MEAN)
         alternative = no_link_factor * SCALED_NO_LINK_COST + NEXT_STEP_TERM_MEAN
 
         # Undo the forward pass's links between a and b.

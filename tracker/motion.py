@@ -179,7 +179,8 @@ def own_scatter_prior_steps(ratio_sum: np.ndarray, ratio_count: np.ndarray) -> f
     track adapts. Particles of different mobility give a small ``k``, kept
     at :data:`DEFAULT_PRIOR_STEPS` or more: a few steps' squared residuals
     (chi-square with 3 degrees of freedom each) are too noisy to trust more
-    (trusting them fully lost up to 0.0010 F1 in benchmarks/mixed_mobility.py).
+    (trusting them fully lost 0.0002-0.0003 F1 in 4 of the 5 cells of
+    ``benchmarks/mixed_mobility.py``).
     :data:`DEFAULT_PRIOR_STEPS` while fewer than :data:`MIN_PRIOR_TRACKS`
     tracks are linked.
     """

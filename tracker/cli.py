@@ -114,8 +114,9 @@ def _linking_options(command):
                      help="Persistence of motion in [0, 1] (0 Brownian, 1 straight lines) "
                           "[default: estimated from the data]."),
         click.option("--adaptive-radius/--no-adaptive-radius", default=True, show_default=True,
-                     help="Search each particle's candidates within a radius fitted to its own motion "
-                          "(never beyond --max-displacement)."),
+                     help="Search each particle's candidates within 4.5 standard deviations of its expected "
+                          "scatter (never beyond --max-displacement); where particles differ in mobility, "
+                          "each track's own scatter, in the radius and the costs."),
         click.option("--smoothing/--no-smoothing", default=True, show_default=True,
                      help="With persistent motion, link every frame pair again weighing how each candidate "
                           "link continues into the next frame (forward-backward; about twice the linking "

@@ -90,12 +90,18 @@ def make_cell(n: int, ratio: float, persistence: float, blink: float, frames: in
         detections = detect_stack(stack_as(stack, voxel), spot_radius_um=0.4, device="cpu")
         detections = {k: np.asarray(detections[k]) for k in ("frame", "z", "y", "x")}
     else:
-        rng = np.random.default_rng(seed + 1)
-        visible = np.asarray(truth["visible"])
-        detections = {k: np.asarray(truth[k])[visible] for k in ("frame", "z", "y", "x")}
-        for axis in "zyx":
-            detections[axis] = detections[axis] + rng.normal(0.0, NOISE_NN * nn, len(detections[axis]))
+        detections = noisy_detections(truth, nn, seed)
     return truth, detections, nn, step
+
+
+def noisy_detections(truth, nn: float, seed: int):
+    """The visible ground-truth points plus Gaussian localisation noise of ``NOISE_NN × nn`` per axis (µm)."""
+    rng = np.random.default_rng(seed + 1)
+    visible = np.asarray(truth["visible"])
+    detections = {k: np.asarray(truth[k])[visible] for k in ("frame", "z", "y", "x")}
+    for axis in "zyx":
+        detections[axis] = detections[axis] + rng.normal(0.0, NOISE_NN * nn, len(detections[axis]))
+    return detections
 
 
 def stack_as(stack, voxel):

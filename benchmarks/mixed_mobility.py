@@ -21,7 +21,7 @@ import time
 
 import numpy as np
 
-from compare_trackers import GATE_STEPS, MARGIN_UM, NOISE_NN, link_with
+from compare_trackers import GATE_STEPS, MARGIN_UM, link_with, noisy_detections
 from tracker import simulate
 from tracker.link import link_detections
 from tracker.metrics import evaluate
@@ -38,12 +38,7 @@ def mixed_cell(n: int, frames: int, slow: float, fast: float, persistence: float
         simulate.simulate_tracks(n, 1, fov, 1.0, persistence, margin_um=MARGIN_UM, seed=seed))
     truth = simulate.simulate_tracks(n, frames, fov, (slow * nn, fast * nn), persistence, margin_um=MARGIN_UM,
                                      seed=seed)
-    rng = np.random.default_rng(seed + 1)
-    visible = np.asarray(truth["visible"])
-    detections = {k: np.asarray(truth[k])[visible] for k in ("frame", "z", "y", "x")}
-    for axis in "zyx":
-        detections[axis] = detections[axis] + rng.normal(0.0, NOISE_NN * nn, len(detections[axis]))
-    return truth, detections, nn
+    return truth, noisy_detections(truth, nn, seed), nn
 
 
 def main() -> None:

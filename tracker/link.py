@@ -327,20 +327,21 @@ class _LinkState:
         return ~near_edge(positions, index, self.edge_distance(), (self.low, self.high))
 
     def _predict(self, positions, a, model):
-        """Predicted positions of points ``a``, their class variance (µm², per axis) and search radii (µm).
+        """Predicted positions of ``a``, class variance (µm², per axis), own scatter (:meth:`scale`), radii (µm).
 
-        Costs use the class's scatter (the population's, with or without a
-        velocity); the search radius also follows each track's own scatter.
+        The own scatter, relative to the class's variance, enters the costs
+        and the search radius.
         """
         has_v = self.has_velocity[a]
         p = model.current_persistence() if self.predicts(model) else 0.0
         predicted = predict_positions(positions[a], self.velocity[a], has_v, p)
         variance = self.class_variance(has_v, model)
+        own = self.scale(a)
         if self.adaptive_radius:
-            radius = np.minimum(DEFAULT_GATE_SIGMAS * np.sqrt(variance * self.scale(a)), self.gate)
+            radius = np.minimum(DEFAULT_GATE_SIGMAS * np.sqrt(variance * own), self.gate)
         else:
             radius = np.full(len(a), self.gate)
-        return predicted, variance, radius
+        return predicted, variance, own, radius
 
     def _record_links(self, positions, src, dst, residual_sq, variance, confidence, steps=1):
         """Store links ``src -> dst`` (spanning ``steps`` frames): predecessor, cost, velocity, own scatter."""
@@ -357,7 +358,7 @@ class _LinkState:
 
     def _solve(self, positions, a, b, no_link_factor, solver, model, gap_ends, gap_steps):
         p = model.current_persistence() if self.predicts(model) else 0.0
-        predicted, variance, radius = self._predict(positions, a, model)
+        predicted, variance, own, radius = self._predict(positions, a, model)
         penalty = np.zeros(len(a))
         if len(gap_ends):
             # Predicted ``gap_steps`` frames ahead, with the variance growing
@@ -365,10 +366,12 @@ class _LinkState:
             gap_v = self.has_velocity[gap_ends] & self.predicts(model)
             gap_predicted = predict_positions(positions[gap_ends], self.velocity[gap_ends], gap_v, p, gap_steps)
             gap_variance = self.class_variance(gap_v, model) * spread_factor(p, gap_steps, gap_v)
-            gap_radius = np.minimum(DEFAULT_GATE_SIGMAS * np.sqrt(gap_variance * self.scale(gap_ends)),
+            gap_own = self.scale(gap_ends)
+            gap_radius = np.minimum(DEFAULT_GATE_SIGMAS * np.sqrt(gap_variance * gap_own),
                                     self.gate * np.sqrt(gap_steps))
             predicted = np.concatenate([predicted, gap_predicted])
             variance = np.concatenate([variance, gap_variance])
+            own = np.concatenate([own, gap_own])
             radius = np.concatenate([radius, gap_radius])
             penalty = np.concatenate([penalty, IN_PAIR_GAP_PENALTY_FACTOR * self.gap_penalty * (gap_steps - 1)])
         n_rows = len(predicted)
@@ -376,8 +379,7 @@ class _LinkState:
         empty = np.empty(0, dtype=np.int64)
         if rows.size == 0:
             return empty, empty.copy(), np.empty(0), np.empty(0), np.empty(0)
-        own = self.scale(np.concatenate([a, gap_ends]))[rows]
-        scaled = own_scatter_cost(distance_sq, variance[rows], own) + penalty[rows]  # squared standard deviations
+        scaled = own_scatter_cost(distance_sq, variance[rows], own[rows]) + penalty[rows]  # squared standard deviations
         plain = not self.scaled_costs()
         cost = distance_sq if plain else scaled
         # Scaled costs never exceed DEFAULT_GATE_SIGMAS² inside the radius (plus
@@ -466,7 +468,7 @@ class _LinkState:
         if len(a) == 0 or len(b) == 0:
             return
         p = self.model.current_persistence()
-        predicted, variance, radius = self._predict(positions, a, self.model)
+        predicted, variance, own, radius = self._predict(positions, a, self.model)
         rows, cols, distance_sq = gated_links_per_source(predicted, positions[b], radius)
         after = successor[b]
         has_next = (after >= 0) & (frames[np.maximum(after, 0)] == frame_b + 1)
@@ -474,7 +476,7 @@ class _LinkState:
         residual_variance = self.class_variance(np.ones(1, bool))[0]
         step = positions[b[cols]] - positions[a[rows]]
         future = np.sum((next_step[cols] - p * step) ** 2, axis=1) / residual_variance
-        cost = own_scatter_cost(distance_sq, variance[rows], self.scale(a)[rows])
+        cost = own_scatter_cost(distance_sq, variance[rows], own[rows])
         cost += np.where(has_next[cols], future, NEXT_STEP_TERM_MEAN)
         alternative = no_link_factor * SCALED_NO_LINK_COST + NEXT_STEP_TERM_MEAN
 

@@ -42,6 +42,21 @@ MAX_ITERS_PER_PHASE = 48
 """... or when a phase needs more host round trips (forward-pass levels + dual updates) than this."""
 USE_TREE_PHASES = True
 """Run the multi-tree phases at all (``False``: straight to the finisher; for profiling)."""
+USE_ARR = True
+"""Run the augmenting row reduction before the finisher (``False``: for profiling and comparison)."""
+
+ARR_MIN_FREE = 16
+"""Run the augmenting row reduction (step 5a) before the finisher only when at least this many rows are free."""
+ARR_TAIL_ROWS = 512
+"""Grid-wide rounds (three launches each) while more rows than this are free; then one cluster launch."""
+ARR_CLUSTER = 8
+"""Blocks in the tail's thread-block cluster (``ARR_CLUSTER`` in hungarian_tree.cu)."""
+ARR_USE_CLUSTER = True
+"""Run the tail on a cluster where the GPU has them (``False``: one block; for tests and comparison)."""
+ARR_MAX_ROUNDS = 2000
+"""Rounds at most (a tail round costs about one row scan by one warp) ..."""
+ARR_STALL_ROUNDS = 256
+"""... and it stops once the free count has not improved for this many rounds (zero increments can cycle)."""
 
 SAP_THREADS = 1024
 SAP_KS = (1, 2, 4, 8, 12, 16, 20, 24, 32, 48, 64)
@@ -80,8 +95,68 @@ def initial_reduction(cp, mod, c, n: int, m: int, eps: float, eps_rel: float, sq
     return u, v, col4row, row4col
 
 
+def augmenting_row_reduction(cp, mod, c, n: int, m: int, u, v, col4row, row4col, stats: dict | None = None) -> None:
+    """Step 5a: Jonker-Volgenant augmenting row reduction in parallel rounds (in place; see the .cu file).
+
+    Keeps ``u, v`` exactly dual feasible and every assigned pair tight, so the
+    finisher can start from the result; it only shrinks the set of free rows.
+    While more than :data:`ARR_TAIL_ROWS` rows are free, a round is three
+    grid-wide launches; the rest runs in one launch of an 8-block cluster
+    (compute capability >= 9.0; one block before).
+    """
+    free = cp.flatnonzero(col4row == -1).astype(cp.int32)
+    n_free = int(free.size)
+    if n_free < ARR_MIN_FREE or m < 2:
+        return
+    i32 = cp.int32
+    free_a, free_b = cp.empty(n, dtype=i32), cp.empty(n, dtype=i32)
+    free_a[:n_free] = free
+    bid_key = cp.full(m, np.iinfo(np.uint64).max, dtype=cp.uint64)
+    bid_row = cp.full(m, np.iinfo(np.int32).max, dtype=i32)
+    bid_col, bid_prop, bid_u2 = cp.empty(n, dtype=i32), cp.empty(n, dtype=cp.float64), cp.empty(n, dtype=cp.float64)
+    counter = cp.zeros(3, dtype=i32)  # the current count, then two alternating "next" counts
+    counter[0] = n_free
+    count_now, count_next = counter[0:1], counter[1:2]
+    rounds = 0
+    k_bid, k_resolve, k_apply = (mod.get_function(name) for name in ("arr_bid", "arr_resolve", "arr_apply"))
+    while n_free > ARR_TAIL_ROWS and rounds < ARR_MAX_ROUNDS:
+        # the grid is sized for the count at the last host read; kernels read the current count on device
+        before = n_free
+        for _ in range(4):
+            count_next.fill(0)
+            k_bid(((n_free * 32 + 255) // 256,), (256,),
+                  (c, np.int32(m), free_a, count_now, v, row4col, bid_key, bid_col, bid_prop, bid_u2))
+            k_resolve(((n_free + 255) // 256,), (256,), (free_a, count_now, bid_key, bid_col, bid_prop, bid_row))
+            k_apply(((n_free + 255) // 256,), (256,),
+                    (free_a, count_now, bid_col, bid_prop, bid_u2, bid_key, bid_row, u, v, col4row, row4col,
+                     free_b, count_next))
+            count_now[...] = count_next
+            free_a, free_b = free_b, free_a
+            rounds += 1
+        n_free = int(count_now.get()[0])
+        if n_free == before:
+            break  # stalled: the tail decides (cheaper rounds, same stall rule)
+    status = cp.zeros(2, dtype=cp.int64)
+    if n_free > 0:
+        counter[1:] = 0
+        if ARR_USE_CLUSTER and int(cp.cuda.Device().compute_capability) >= 90:
+            tail, blocks = mod.get_function("arr_tail_cluster"), ARR_CLUSTER
+        else:
+            tail, blocks = mod.get_function("arr_tail"), 1
+        tail((blocks,), (1024,),
+             (c, np.int32(m), free_a, free_b, counter, u, v, col4row, row4col, bid_key, bid_row, bid_col, bid_prop,
+              bid_u2, np.int32(ARR_MAX_ROUNDS - rounds), np.int32(ARR_STALL_ROUNDS), status))
+    tail_rounds, free_left = (int(x) for x in status.get())
+    if stats is not None:
+        stats.update(arr_rows=int(free.size), arr_rounds=rounds + tail_rounds,
+                     arr_free_left=free_left if n_free > 0 else 0)
+
+
 def sap_finish(cp, mod, c, n: int, m: int, u, v, col4row, row4col, stats: dict | None = None) -> None:
-    """Step 5: finish every free row with the single-block Dijkstra-order tree growth (in place)."""
+    """Step 5: shrink the free set (step 5a), then finish every free row with the single-block
+    Dijkstra-order tree growth (in place)."""
+    if USE_ARR:
+        augmenting_row_reduction(cp, mod, c, n, m, u, v, col4row, row4col, stats)
     free = cp.flatnonzero(col4row == -1).astype(cp.int32)
     n_free = int(free.size)
     if stats is not None:

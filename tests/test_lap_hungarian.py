@@ -194,8 +194,8 @@ def test_row_reduction_on_many_instances(solver, tail_rows, cluster, monkeypatch
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("kind", ["float", "int_10n", "int_small", "negative"])
-@pytest.mark.parametrize("shape", [(400, 400), (300, 500)])
+@pytest.mark.parametrize("kind, shape", [(kind, (400, 400)) for kind in ("float", "int_10n", "int_small", "negative")]
+                         + [(kind, (300, 500)) for kind in ("float", "int_10n", "negative")])  # int_small: no free row
 def test_row_reduction_keeps_duals_exact(kind, shape, monkeypatch):
     """After step 5a: slacks >= 0, assigned pairs tight, a consistent matching, fewer free rows; deterministic."""
     import cupy as cp
@@ -236,6 +236,44 @@ def test_row_reduction_keeps_duals_exact(kind, shape, monkeypatch):
         assert v.max() <= 0.0
         unassigned = np.setdiff1d(np.arange(m), col4row[assigned])
         assert np.all(v[unassigned] == 0.0)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("kind", ["float", "int_10n", "int_small", "inf", "negative", "huge"])
+@pytest.mark.parametrize("shape", [(300, 300), (1000, 1000), (257, 700), (700, 257), (2000, 9000)])
+def test_cluster_finisher_matches_one_block(kind, shape, monkeypatch):
+    """The cluster finisher takes the same steps as the one-block finisher: same matching, same duals."""
+    import cupy as cp
+
+    from tracker.lap import hungarian_tree
+
+    if int(cp.cuda.Device().compute_capability) < 90:
+        pytest.skip("thread-block clusters need compute capability 9.0")
+    monkeypatch.setattr(hungarian_tree, "USE_ARR", False)  # every free row goes to the finisher
+    rng = np.random.default_rng(3)
+    cost = random_costs(rng, *shape, kind)
+    if cost.shape[0] > cost.shape[1]:
+        cost = np.ascontiguousarray(cost.T)  # the front end hands the backends n <= m
+    n, m = cost.shape
+    problem = _gpu_common.prepare_dense(cp.asarray(cost))
+    c = cp.ascontiguousarray(problem.cost, dtype=cp.float64)
+    mod = hungarian_tree._module()
+    start = hungarian_tree.initial_reduction(cp, mod, c, n, m, problem.eps, problem.eps_rel, square=(n == m))
+    results = []
+    for use_cluster in (False, True):
+        monkeypatch.setattr(hungarian_tree, "SAP_USE_CLUSTER", use_cluster)
+        monkeypatch.setattr(hungarian_tree, "SAP_CLUSTER_MIN_M", 0)
+        u, v, col4row, row4col = (x.copy() for x in start)
+        stats = {}
+        hungarian_tree.sap_finish(cp, mod, c, n, m, u, v, col4row, row4col, stats)
+        results.append((col4row.get(), row4col.get(), u.get(), v.get(), stats["sap_steps"]))
+    assert results[0][4] == results[1][4] > 0
+    for one_block, cluster in zip(*results):
+        np.testing.assert_array_equal(one_block, cluster)
+    ref, _ = reference(cost)
+    if ref is not None:
+        got = float(cost[np.arange(n), results[1][0]].sum())
+        assert abs(got - ref) <= 1e-9 * max(1.0, abs(ref))
 
 
 @pytest.mark.gpu

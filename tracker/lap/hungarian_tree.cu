@@ -668,3 +668,256 @@ SAP_INSTANCE(24)
 SAP_INSTANCE(32)
 SAP_INSTANCE(48)
 SAP_INSTANCE(64)
+
+// ---------------------------------------------------------------------------------------------
+// Step 5 on a thread-block cluster (sm_90+): the same Dijkstra-order tree growth, with the columns spread
+// over the SAP_CLUSTER blocks of one cluster, so one step reads its row with 8 SMs instead of one (a
+// single block is bandwidth- and register-bound on long rows: ~15 us a step at m = 20000).
+// Thread (b, t) owns columns b * T + t + k * SAP_CLUSTER * T; their v and row4col live in the owner's
+// shared memory (row4col is written remotely, through distributed shared memory, by the augmentation).
+// A step: every block scans its part of the row and reduces to its best candidate (d, key, row of that
+// column), publishes it in a shared slot (two slots, alternating by step parity), one cluster barrier,
+// then each block reads the 8 slots and reduces them the same way: every block takes the same step.
+// Same keys and the same arithmetic per column as tree_sap_K*: the same augmenting paths and duals.
+// ---------------------------------------------------------------------------------------------
+#if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 900
+#define SAP_CLUSTER 8
+
+__device__ __forceinline__ unsigned cluster_rank() {
+    unsigned r;
+    asm volatile("mov.u32 %0, %%cluster_ctarank;" : "=r"(r));
+    return r;
+}
+
+// Address of `p` (this block's shared memory) in the shared memory of cluster block `rank`.
+__device__ __forceinline__ unsigned dsmem(const void* p, unsigned rank) {
+    unsigned out;
+    asm volatile("mapa.shared::cluster.u32 %0, %1, %2;"
+                 : "=r"(out)
+                 : "r"((unsigned)__cvta_generic_to_shared(p)), "r"(rank));
+    return out;
+}
+
+__device__ __forceinline__ double dsmem_ld_f64(unsigned a) {
+    double x;
+    asm volatile("ld.shared::cluster.f64 %0, [%1];" : "=d"(x) : "r"(a) : "memory");
+    return x;
+}
+
+__device__ __forceinline__ int dsmem_ld_s32(unsigned a) {
+    int x;
+    asm volatile("ld.shared::cluster.s32 %0, [%1];" : "=r"(x) : "r"(a) : "memory");
+    return x;
+}
+
+__device__ __forceinline__ void dsmem_st_s32(unsigned a, int x) {
+    asm volatile("st.shared::cluster.s32 [%0], %1;" ::"r"(a), "r"(x) : "memory");
+}
+
+template <int K>
+__device__ void sap_cluster_body(const double* __restrict__ c, int n, int m, const int* __restrict__ free_rows,
+                                 int n_free, double* u, double* v_g, int* col4row, int* r4c_g, int* pred,
+                                 long long max_steps, long long* status) {
+    extern __shared__ double v_s[];            // K * T doubles: v of the owned columns
+    int* r4c_s = (int*)(v_s + K * blockDim.x);  // K * T ints: row4col of the owned columns
+    __shared__ double red_d[32];
+    __shared__ int red_k[32], red_r[32];
+    __shared__ double slot_d[2];
+    __shared__ int slot_k[2], slot_r[2];
+    __shared__ double s_min;
+    __shared__ int s_j, s_row;
+    const int T = blockDim.x, tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, nw = T >> 5;
+    const unsigned rank = cluster_rank();
+    const int stride = SAP_CLUSTER * T;  // columns j = rank * T + tid + k * stride
+    const int base = (int)rank * T + tid;
+    unsigned long long taken = 0ull;
+#pragma unroll
+    for (int k = 0; k < K; ++k) {
+        const int j = base + k * stride;
+        if (j < m) {
+            v_s[k * T + tid] = v_g[j];
+            r4c_s[k * T + tid] = r4c_g[j];
+            if (r4c_g[j] != -1) taken |= (1ull << k);
+        }
+    }
+    __syncthreads();
+    cluster_barrier();
+    long long steps = 0;
+    double d[K];
+    for (int f = 0; f < n_free; ++f) {
+        const int cur = free_rows[f];
+        unsigned long long done = 0ull;
+#pragma unroll
+        for (int k = 0; k < K; ++k) d[k] = INF_D;
+        double minVal = 0.0;
+        int i = cur;
+        int sink = -1;
+        while (true) {
+            const double ui = __ldcg(u + i);
+            const double* row = c + (long long)i * m;
+            double best = INF_D;
+            int bkey = 0x7fffffff, brow = -1;
+            double cv[K];
+#pragma unroll
+            for (int k = 0; k < K; ++k) {
+                const int j = base + k * stride;
+                cv[k] = (j < m && !((done >> k) & 1ull)) ? __ldcs(row + j) : 0.0;
+            }
+#pragma unroll
+            for (int k = 0; k < K; ++k) {
+                const int j = base + k * stride;
+                if (j < m && !((done >> k) & 1ull)) {
+                    const double r = minVal + cv[k] - ui - v_s[k * T + tid];
+                    if (r < d[k]) {
+                        d[k] = r;
+                        pred[j] = i;
+                    }
+                    const int key = (((taken >> k) & 1ull) ? (1 << 30) : 0) | j;
+                    if (better(d[k], key, best, bkey)) {
+                        best = d[k];
+                        bkey = key;
+                        brow = r4c_s[k * T + tid];
+                    }
+                }
+            }
+            // block arg-min, carrying the row of the best column
+#pragma unroll
+            for (int o = 16; o > 0; o >>= 1) {
+                const double ob = __shfl_xor_sync(0xffffffffu, best, o);
+                const int ok = __shfl_xor_sync(0xffffffffu, bkey, o), orow = __shfl_xor_sync(0xffffffffu, brow, o);
+                if (better(ob, ok, best, bkey)) {
+                    best = ob;
+                    bkey = ok;
+                    brow = orow;
+                }
+            }
+            if (lane == 0) {
+                red_d[warp] = best;
+                red_k[warp] = bkey;
+                red_r[warp] = brow;
+            }
+            __syncthreads();
+            const int parity = (int)(steps & 1);
+            if (warp == 0) {
+                best = lane < nw ? red_d[lane] : INF_D;
+                bkey = lane < nw ? red_k[lane] : 0x7fffffff;
+                brow = lane < nw ? red_r[lane] : -1;
+#pragma unroll
+                for (int o = 16; o > 0; o >>= 1) {
+                    const double ob = __shfl_xor_sync(0xffffffffu, best, o);
+                    const int ok = __shfl_xor_sync(0xffffffffu, bkey, o), orow = __shfl_xor_sync(0xffffffffu, brow, o);
+                    if (better(ob, ok, best, bkey)) {
+                        best = ob;
+                        bkey = ok;
+                        brow = orow;
+                    }
+                }
+                if (lane == 0) {
+                    slot_d[parity] = best;
+                    slot_k[parity] = bkey;
+                    slot_r[parity] = brow;
+                }
+            }
+            cluster_barrier();  // every block's candidate is published
+            if (warp == 0) {
+                best = INF_D;
+                bkey = 0x7fffffff;
+                brow = -1;
+                if (lane < SAP_CLUSTER) {
+                    best = dsmem_ld_f64(dsmem(&slot_d[parity], lane));
+                    bkey = dsmem_ld_s32(dsmem(&slot_k[parity], lane));
+                    brow = dsmem_ld_s32(dsmem(&slot_r[parity], lane));
+                }
+#pragma unroll
+                for (int o = 16; o > 0; o >>= 1) {
+                    const double ob = __shfl_xor_sync(0xffffffffu, best, o);
+                    const int ok = __shfl_xor_sync(0xffffffffu, bkey, o), orow = __shfl_xor_sync(0xffffffffu, brow, o);
+                    if (better(ob, ok, best, bkey)) {
+                        best = ob;
+                        bkey = ok;
+                        brow = orow;
+                    }
+                }
+                if (lane == 0) {
+                    s_min = best;
+                    s_j = bkey & ((1 << 30) - 1);
+                    s_row = (best == INF_D) ? -1 : brow;
+                }
+            }
+            __syncthreads();
+            minVal = s_min;
+            const int jmin = s_j;
+            const int nxt = s_row;
+            if (minVal == INF_D) {  // cannot happen with finite costs
+                if (rank == 0 && tid == 0) status[ST_ERROR] = 1;
+                break;
+            }
+            if (jmin % stride == base) done |= (1ull << (jmin / stride));
+            ++steps;
+            if (nxt == -1) {
+                sink = jmin;
+                break;
+            }
+            if (steps > max_steps) {
+                if (rank == 0 && tid == 0) status[ST_ERROR] = 2;
+                break;
+            }
+            i = nxt;
+        }
+        if (sink < 0) break;  // error: every block leaves the same way
+        // dual update (before the augmentation changes row4col)
+        if (rank == 0 && tid == 0) u[cur] += minVal;
+#pragma unroll
+        for (int k = 0; k < K; ++k) {
+            const int j = base + k * stride;
+            if (j < m && ((done >> k) & 1ull) && j != sink) {
+                const double delta = minVal - d[k];
+                v_s[k * T + tid] -= delta;
+                u[r4c_s[k * T + tid]] += delta;
+            }
+        }
+        if (sink % stride == base) taken |= (1ull << (sink / stride));
+        cluster_barrier();  // pred and u are written
+        // reverse pass + augmentation along pred by one thread; row4col lives with the column's owner
+        if (rank == 0 && tid == 0) {
+            int j = sink;
+            for (int g = 0; g <= n; ++g) {
+                const int r = __ldcg(pred + j);
+                const int g_col = j % stride;
+                const unsigned owner = (unsigned)(g_col / T);
+                dsmem_st_s32(dsmem(&r4c_s[(j / stride) * T + g_col % T], owner), r);
+                const int old = col4row[r];
+                col4row[r] = j;
+                if (r == cur) break;
+                j = old;
+            }
+        }
+        cluster_barrier();  // row4col is updated everywhere
+    }
+#pragma unroll
+    for (int k = 0; k < K; ++k) {
+        const int j = base + k * stride;
+        if (j < m) {
+            v_g[j] = v_s[k * T + tid];
+            r4c_g[j] = r4c_s[k * T + tid];
+        }
+    }
+    if (rank == 0 && tid == 0) status[ST_STEPS] = steps;
+    cluster_barrier();  // no block leaves while another may still read its shared memory
+}
+
+#define SAP_CLUSTER_INSTANCE(K)                                                                                   \
+    extern "C" __global__ void __cluster_dims__(SAP_CLUSTER, 1, 1) __launch_bounds__(1024, 1)                     \
+        tree_sap_cluster_K##K(const double* __restrict__ c, int n, int m, const int* __restrict__ free_rows,      \
+                              int n_free, double* u, double* v, int* col4row, int* row4col, int* pred,             \
+                              long long max_steps, long long* status) {                                           \
+        sap_cluster_body<K>(c, n, m, free_rows, n_free, u, v, col4row, row4col, pred, max_steps, status);        \
+    }
+
+SAP_CLUSTER_INSTANCE(1)
+SAP_CLUSTER_INSTANCE(2)
+SAP_CLUSTER_INSTANCE(3)
+SAP_CLUSTER_INSTANCE(4)
+SAP_CLUSTER_INSTANCE(6)
+SAP_CLUSTER_INSTANCE(8)
+#endif

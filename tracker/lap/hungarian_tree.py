@@ -59,6 +59,12 @@ ARR_STALL_ROUNDS = 256
 """... and it stops once the free count has not improved for this many rounds (zero increments can cycle)."""
 
 SAP_THREADS = 1024
+SAP_CLUSTER = 8
+"""Blocks of the cluster finisher (``SAP_CLUSTER`` in hungarian_tree.cu; compute capability >= 9.0)."""
+SAP_CLUSTER_KS = (1, 2, 3, 4, 6, 8)
+SAP_USE_CLUSTER = True
+SAP_CLUSTER_MIN_M = 6144
+"""The finisher runs on a cluster from this many columns (one block is as fast on shorter rows)."""
 SAP_KS = (1, 2, 4, 8, 12, 16, 20, 24, 32, 48, 64)
 SAP_SHARED_LIMIT = 220 * 1024
 
@@ -153,8 +159,8 @@ def augmenting_row_reduction(cp, mod, c, n: int, m: int, u, v, col4row, row4col,
 
 
 def sap_finish(cp, mod, c, n: int, m: int, u, v, col4row, row4col, stats: dict | None = None) -> None:
-    """Step 5: shrink the free set (step 5a), then finish every free row with the single-block
-    Dijkstra-order tree growth (in place)."""
+    """Step 5: shrink the free set (step 5a), then finish every free row with the Dijkstra-order tree
+    growth (in place): one block, or an 8-block cluster for long rows where the GPU has clusters."""
     if USE_ARR:
         augmenting_row_reduction(cp, mod, c, n, m, u, v, col4row, row4col, stats)
     free = cp.flatnonzero(col4row == -1).astype(cp.int32)
@@ -162,6 +168,21 @@ def sap_finish(cp, mod, c, n: int, m: int, u, v, col4row, row4col, stats: dict |
     if stats is not None:
         stats["sap_rows"] = n_free
     if n_free == 0:
+        return
+    pred = cp.empty(m, dtype=cp.int32)
+    status = cp.zeros(8, dtype=cp.int64)
+    max_steps = n * m + 16
+    k = next((k for k in SAP_CLUSTER_KS if k * SAP_CLUSTER * SAP_THREADS >= m), None)
+    if (SAP_USE_CLUSTER and m >= SAP_CLUSTER_MIN_M and k is not None
+            and int(cp.cuda.Device().compute_capability) >= 90):
+        func = mod.get_function(f"tree_sap_cluster_K{k}")
+        smem = k * SAP_THREADS * 12  # v (double) and row4col (int) of each block's columns
+        if smem > 48 * 1024:
+            func.max_dynamic_shared_size_bytes = smem
+        func((SAP_CLUSTER,), (SAP_THREADS,),
+             (c, np.int32(n), np.int32(m), free, np.int32(n_free), u, v, col4row, row4col, pred,
+              np.int64(max_steps), status), shared_mem=smem)
+        _check_sap_status(status, max_steps, stats)
         return
     k = next((k for k in SAP_KS if k * SAP_THREADS >= m), None)
     if k is None:
@@ -175,12 +196,13 @@ def sap_finish(cp, mod, c, n: int, m: int, u, v, col4row, row4col, stats: dict |
         use_shared, smem = 0, 0
     if smem > 48 * 1024:
         func.max_dynamic_shared_size_bytes = smem
-    pred = cp.empty(m, dtype=cp.int32)
-    status = cp.zeros(8, dtype=cp.int64)
-    max_steps = n * m + 16
     func((1,), (SAP_THREADS,),
          (c, np.int32(n), np.int32(m), free, np.int32(n_free), u, v, col4row, row4col, pred,
           np.int64(max_steps), np.int32(use_shared), status), shared_mem=smem)
+    _check_sap_status(status, max_steps, stats)
+
+
+def _check_sap_status(status, max_steps: int, stats: dict | None) -> None:
     st = status.get()
     if stats is not None:
         stats["sap_steps"] = int(st[ST_STEPS])

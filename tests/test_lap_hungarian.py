@@ -239,8 +239,12 @@ def test_row_reduction_keeps_duals_exact(kind, shape, monkeypatch):
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("kind", ["float", "int_10n", "int_small", "inf", "negative", "huge"])
-@pytest.mark.parametrize("shape", [(300, 300), (1000, 1000), (257, 700), (700, 257), (2000, 9000)])
+@pytest.mark.parametrize("kind, shape", [
+    (kind, shape)
+    for kind in ("float", "int_10n", "int_small", "inf", "negative", "huge")
+    for shape in ((300, 300), (1000, 1000), (257, 700), (700, 257), (2000, 9000))
+    if kind != "int_small" or shape[0] == shape[1]  # rectangular int_small: the greedy leaves no free row
+])
 def test_cluster_finisher_matches_one_block(kind, shape, monkeypatch):
     """The cluster finisher takes the same steps as the one-block finisher: same matching, same duals."""
     import cupy as cp

@@ -108,6 +108,21 @@ def test_dispersion_and_prior_weight_tell_one_population_from_two():
     assert motion.own_scatter_prior_steps(np.zeros(100), np.ones(100)) == np.inf  # noiseless: one motion
 
 
+def test_chi2_3_tail_and_truncated_variance(rng):
+    from scipy.stats import chi2
+
+    x = np.array([0.0, 0.5, 3.0, 9.77, 20.25, 60.0])
+    np.testing.assert_allclose(motion.chi2_3_sf(x), chi2.sf(x, 3), rtol=1e-12, atol=1e-300)
+    # Gaussian steps (per-axis variance 2) seen only inside a radius: the variance is recovered.
+    steps = rng.normal(0.0, np.sqrt(2.0), (400_000, 3))
+    for radius in (1.5, 3.0, 6.0, 50.0):
+        inside = steps[np.sum(steps**2, axis=1) <= radius**2]
+        observed = np.mean(inside**2)
+        estimate = float(motion.truncated_gaussian_variance(np.array([observed]), np.array([radius]))[0])
+        assert abs(estimate - 2.0) < 0.03, (radius, observed, estimate)
+        assert observed < 2.0 or radius > 20
+
+
 def test_own_scatter_cost_is_a_log_likelihood():
     distance_sq, variance = 0.6, 0.1
     assert motion.own_scatter_cost(distance_sq, variance, 1.0) == pytest.approx(6.0)

@@ -37,8 +37,8 @@ from .confidence import link_confidence
 from .costs import DEFAULT_NO_LINK_FACTOR, gated_links, gated_links_per_source, no_link_cost
 from .gaps import DEFAULT_GAP_PENALTY, DEFAULT_MAX_GAP, close_gaps, near_edge
 from .motion import (
-    DEFAULT_GATE_SIGMAS, DEFAULT_PRIOR_STEPS, MotionModel, own_scatter_cost, own_scatter_prior_steps,
-    predict_positions, spread_factor,
+    DEFAULT_GATE_SIGMAS, DEFAULT_PRIOR_STEPS, MotionModel, chi2_3_sf, own_scatter_cost, own_scatter_prior_steps,
+    predict_positions, spread_factor, truncated_gaussian_variance,
 )
 from .tables import Table, positions_um, require_columns, sort_table, table_length
 
@@ -56,7 +56,7 @@ detected stacks)."""
 IN_PAIR_GAPS_MIN_MISSING = 0.06
 """Track ends enter the frame-to-frame assignments (see :func:`link_detections`) once at least this
 fraction of the points away from the volume's edge found no link into the next frame (blinking or
-missed detections); below it (about 0.3 % without blinking in the benchmark, 8-12 % with 10 %
+missed detections; the same rate as :data:`GAP_CLOSING_MIN_MISSING`'s); below it (about 0.3 % without blinking in the benchmark, 8-12 % with 10 %
 blinking) gaps are only closed afterwards."""
 
 IN_PAIR_GAP_PENALTY_FACTOR = 2.5
@@ -67,8 +67,11 @@ tracks in the detected-stack cells, 4x lost them in the Brownian cells)."""
 
 GAP_CLOSING_MIN_MISSING = 0.01
 """Gaps are closed once at least this fraction of the points away from the volume's edge found no link
-into the next frame. Without missing detections the rate is the linking's own (0.3-0.4 % at step/NN
-0.2-0.5 in compare_trackers.py), and every gap closed there joins two different particles."""
+into the next frame, beyond the fraction whose next step the motion model puts outside their search
+radius (:meth:`_LinkState.missing_rate`). Without missing detections the rate is the linking's own
+(0.2-0.4 % at step/NN 0.2-0.6 in compare_trackers.py; at step/NN 0.1, where the localisation noise
+rivals the step, the gate alone loses 2.5 %, 2.1 % of it explained), and every gap closed there joins
+two different particles."""
 
 SMOOTHING_MIN_PERSISTENCE = 0.2
 """The smoothing pass runs when the estimated (or given) persistence is at least this: below it the
@@ -252,15 +255,21 @@ class _LinkState:
         self.low = self.high = np.zeros(3)
         self.inner_rows = 0
         self.inner_linked = 0
+        self.inner_beyond_radius = 0.0  # expected number of those rows whose next step left their radius
 
-    def class_variance(self, has_velocity: np.ndarray, model: MotionModel | None = None) -> np.ndarray:
-        """Per-axis variance (µm²) of the prediction error of each point's class."""
+    def class_variance(self, has_velocity: np.ndarray, model: MotionModel | None = None,
+                       clip: bool = True) -> np.ndarray:
+        """Per-axis variance (µm²) of the prediction error of each point's class.
+
+        Clipped (``clip``) so that :data:`DEFAULT_GATE_SIGMAS` standard deviations never exceed the gate.
+        """
         model = model or self.model
         fallback = (self.gate / DEFAULT_GATE_SIGMAS) ** 2
+        cap = fallback if clip else np.inf
         step = model.step_variance()
-        step = fallback if step is None else min(max(step, 1e-12), fallback)
+        step = fallback if step is None else min(max(step, 1e-12), cap)
         residual = model.residual_variance() if self.motion != "none" else None
-        residual = step if residual is None else min(max(residual, 1e-12), fallback)
+        residual = step if residual is None else min(max(residual, 1e-12), cap)
         return np.where(has_velocity & self.predicts(model), residual, step)
 
     def edge_distance(self) -> float:
@@ -268,8 +277,27 @@ class _LinkState:
         return float(np.sqrt(3.0 * self.class_variance(np.zeros(1, bool))[0]))
 
     def missing_rate(self) -> float:
-        """Fraction of the points away from the edge that found no link into the next frame so far."""
-        return 1.0 - self.inner_linked / self.inner_rows if self.inner_rows else 0.0
+        """Fraction of the points away from the edge that found no link into the next frame so far, less
+        the fraction the search radii alone explain (steps past the radius: see :meth:`_beyond_radius`).
+
+        What is left is missing detections (blinking), the case gap closing is for: a track broken by
+        a step past the gate continues in the very next frame, where no gap-closing link can join it.
+        """
+        if not self.inner_rows:
+            return 0.0
+        return max(0.0, 1.0 - (self.inner_linked + self.inner_beyond_radius) / self.inner_rows)
+
+    def _beyond_radius(self, positions, index, model) -> np.ndarray:
+        """Probability that each point's next position lies outside its search radius.
+
+        Gaussian steps, with the variance the model's links (found inside the radii) imply once their
+        truncation is undone (:func:`tracker.motion.truncated_gaussian_variance`).
+        """
+        if model.step_variance() is None:
+            return np.zeros(len(index))
+        _, _, own, radius = self._predict(positions, index, model)
+        observed = self.class_variance(self.has_velocity[index], model, clip=False) * own
+        return chi2_3_sf(radius**2 / truncated_gaussian_variance(observed, radius))
 
     def scaled_costs(self) -> bool:
         """Whether link costs are in squared standard deviations (not plain µm²)."""
@@ -299,7 +327,8 @@ class _LinkState:
             # those tracks most likely left it (as in gap closing).
             inner = self._inner(positions, gap_ends)
             gap_ends, gap_steps = gap_ends[inner], gap_steps[inner]
-        result = self._solve(positions, a, b, no_link_factor, solver, self.model, gap_ends, gap_steps)
+        used_model = self.model
+        result = self._solve(positions, a, b, no_link_factor, solver, used_model, gap_ends, gap_steps)
         if self.motion != "none" and not self.model.ready:
             # Not enough history to predict: learn the motion from these
             # provisional links, and link again with prediction if that helps.
@@ -307,6 +336,7 @@ class _LinkState:
             frame_rows = result[0] < len(a)
             self._update_model(trial, positions, a, b, result[0][frame_rows], result[1][frame_rows])
             if self.predicts(trial):
+                used_model = trial
                 result = self._solve(positions, a, b, no_link_factor, solver, trial, gap_ends, gap_steps)
         rows, cols, residual_sq, variance, confidence = result
         frame_rows = rows < len(a)
@@ -316,6 +346,7 @@ class _LinkState:
             linked[rows[frame_rows]] = True
             self.inner_rows += int(inner.sum())
             self.inner_linked += int((inner & linked).sum())
+            self.inner_beyond_radius += float(self._beyond_radius(positions, a[inner], used_model).sum())
         self._update_model(self.model, positions, a, b, rows[frame_rows], cols[frame_rows])
         sources = np.concatenate([a, gap_ends])
         steps = np.concatenate([np.ones(len(a), dtype=np.int64), gap_steps])[rows]

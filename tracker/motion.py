@@ -18,6 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+from scipy.special import erfc
 
 DEFAULT_GATE_SIGMAS = 4.5
 """Search radius in standard deviations of the predicted position (chi with
@@ -152,6 +153,39 @@ def scatter_dispersion(ratio_sum: np.ndarray, ratio_count: np.ndarray, min_steps
     if not common > 0.0:  # every residual exactly zero (noiseless synthetic data): nothing differs
         return 0.0, int(len(count))
     return float(np.mean((mean - common) ** 2 * 1.5 * count / common**2)), int(len(count))
+
+
+def chi2_3_sf(x: np.ndarray) -> np.ndarray:
+    """P(X > x) for X chi-square with 3 degrees of freedom: the chance that a 3D Gaussian step lies
+    outside ``sqrt(x)`` standard deviations (per axis)."""
+    x = np.asarray(x, dtype=np.float64)
+    return erfc(np.sqrt(x / 2.0)) + np.sqrt(2.0 * x / np.pi) * np.exp(-x / 2.0)
+
+
+def truncated_gaussian_variance(observed: np.ndarray, radius: np.ndarray, iterations: int = 50) -> np.ndarray:
+    """Per-axis variance (µm²) of 3D Gaussian steps whose steps *inside* ``radius`` (µm) have per-axis
+    mean square ``observed`` (µm²): what a motion model fitted to gated links underestimates.
+
+    Inside ``c = radius² / s`` squared standard deviations a chi-square(3) has mean ``3 F5(c) / F3(c)``
+    (``Fk`` its CDF with k degrees of freedom), so the inside mean square ``s F5(c) / F3(c)`` grows with
+    ``s``; it is solved for by bisection on ``log s`` in ``[observed, 100 observed]`` (the upper end
+    where no Gaussian explains ``observed``: at most ``radius² / 5``, a uniform ball's).
+    """
+    observed = np.asarray(observed, dtype=np.float64)
+    radius_sq = np.asarray(radius, dtype=np.float64) ** 2
+
+    def inside_mean_square(s):
+        c = radius_sq / s
+        tail = np.sqrt(2.0 / np.pi) * np.exp(-c / 2.0) * c**1.5 / 3.0
+        inside_3 = 1.0 - chi2_3_sf(c)
+        return s * np.maximum(inside_3 - tail, 0.0) / np.maximum(inside_3, 1e-300)
+
+    low, high = np.log(observed), np.log(100.0 * observed)
+    for _ in range(iterations):
+        middle = 0.5 * (low + high)
+        too_small = inside_mean_square(np.exp(middle)) < observed
+        low, high = np.where(too_small, middle, low), np.where(too_small, high, middle)
+    return np.exp(0.5 * (low + high))
 
 
 def own_scatter_cost(distance_sq: np.ndarray, variance: np.ndarray, scale: np.ndarray) -> np.ndarray:

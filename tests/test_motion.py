@@ -123,6 +123,21 @@ def test_chi2_3_tail_and_truncated_variance(rng):
         assert observed < 2.0 or radius > 20
 
 
+def test_a_tiny_estimated_persistence_predicts_nothing(rng):
+    """Below PREDICTION_MIN_PERSISTENCE the linker does not predict (one variance class), unless given."""
+    previous = rng.normal(size=(5000, 3))
+    for target, expected in ((0.02, False), (0.3, True)):
+        step = target * previous + np.sqrt(1 - target**2) * rng.normal(size=(5000, 3))
+        estimated = motion.MotionModel()
+        estimated.update(step, previous, np.ones(len(step), bool))
+        assert abs(estimated.current_persistence() - target) < 0.03
+        state = link._LinkState(10, "persistent", None, True, 1.0)
+        assert state.predicts(estimated) is expected
+        given = motion.MotionModel(persistence=target)
+        given.update(step, previous, np.ones(len(step), bool))
+        assert state.predicts(given)
+
+
 def test_own_scatter_cost_is_a_log_likelihood():
     distance_sq, variance = 0.6, 0.1
     assert motion.own_scatter_cost(distance_sq, variance, 1.0) == pytest.approx(6.0)

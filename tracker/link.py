@@ -73,6 +73,13 @@ radius (:meth:`_LinkState.missing_rate`). Without missing detections the rate is
 rivals the step, the gate alone loses 2.5 %, 2.1 % of it explained), and every gap closed there joins
 two different particles."""
 
+PREDICTION_MIN_PERSISTENCE = 0.05
+"""An estimated persistence below this predicts nothing (each point at its last position): the shift
+is under 5 % of a step, less than localisation noise adds, and would only split the points into two
+variance classes (with and without a velocity) that differ by noise. Brownian data estimate 0 (noise
+makes successive steps anti-correlated); at step/NN 0.1 with noise of 0.04 NN, persistence 0.5 shows
+as 0.01 (compare_trackers.py: the split cost 3 links of 170k there)."""
+
 SMOOTHING_MIN_PERSISTENCE = 0.2
 """The smoothing pass runs when the estimated (or given) persistence is at least this: below it the
 next step says little about the one before (nothing at all for Brownian motion, p = 0), and the pass
@@ -304,7 +311,11 @@ class _LinkState:
         return not (self.motion == "none" and not self.adaptive_radius)
 
     def predicts(self, model: MotionModel | None = None) -> bool:
-        return self.motion != "none" and (model or self.model).ready
+        """Whether links are predicted from velocities: persistent motion, a model that has seen enough
+        steps, and a persistence that was given or estimated at :data:`PREDICTION_MIN_PERSISTENCE` or more."""
+        model = model or self.model
+        return self.motion != "none" and model.ready and (
+            model.persistence is not None or model.current_persistence() >= PREDICTION_MIN_PERSISTENCE)
 
     def scale(self, index: np.ndarray) -> np.ndarray:
         """Each track's own scatter relative to its class (1 without adaptation)."""

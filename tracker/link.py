@@ -285,7 +285,7 @@ class _LinkState:
 
     def missing_rate(self) -> float:
         """Fraction of the points away from the edge that found no link into the next frame so far, less
-        the fraction the search radii alone explain (steps past the radius: see :meth:`_beyond_radius`).
+        the fraction the search radii alone explain (steps past the radius: see :meth:`_expected_beyond_radius`).
 
         What is left is missing detections (blinking), the case gap closing is for: a track broken by
         a step past the gate continues in the very next frame, where no gap-closing link can join it.
@@ -294,17 +294,24 @@ class _LinkState:
             return 0.0
         return max(0.0, 1.0 - (self.inner_linked + self.inner_beyond_radius) / self.inner_rows)
 
-    def _beyond_radius(self, positions, index, model) -> np.ndarray:
-        """Probability that each point's next position lies outside its search radius.
+    def _expected_beyond_radius(self, index, model) -> float:
+        """Expected number of points ``index`` whose next position lies outside their search radius.
 
-        Gaussian steps, with the variance the model's links (found inside the radii) imply once their
-        truncation is undone (:func:`tracker.motion.truncated_gaussian_variance`).
+        Gaussian steps, with the variances the model's links (found inside the radii) imply once their
+        truncation is undone (:func:`tracker.motion.truncated_gaussian_variance`), once per class.
         """
-        if model.step_variance() is None:
-            return np.zeros(len(index))
-        _, _, own, radius = self._predict(positions, index, model)
-        observed = self.class_variance(self.has_velocity[index], model, clip=False) * own
-        return chi2_3_sf(radius**2 / truncated_gaussian_variance(observed, radius))
+        if model.step_variance() is None or len(index) == 0:
+            return 0.0
+        has_velocity = np.array([False, True])
+        observed = self.class_variance(has_velocity, model, clip=False)
+        class_radius = self._radius(self.class_variance(has_velocity, model), np.ones(2))
+        variance = truncated_gaussian_variance(observed, class_radius)
+        has_v = self.has_velocity[index].astype(int)
+        if not self.adaptive_radius or np.isinf(self.prior_steps):  # one scatter per class
+            return float(np.bincount(has_v, minlength=2) @ chi2_3_sf(class_radius**2 / variance))
+        own = self.scale(index)
+        radius = self._radius(self.class_variance(has_v.astype(bool), model), own)
+        return float(chi2_3_sf(radius**2 / (variance[has_v] * own)).sum())
 
     def scaled_costs(self) -> bool:
         """Whether link costs are in squared standard deviations (not plain µm²)."""
@@ -357,7 +364,7 @@ class _LinkState:
             linked[rows[frame_rows]] = True
             self.inner_rows += int(inner.sum())
             self.inner_linked += int((inner & linked).sum())
-            self.inner_beyond_radius += float(self._beyond_radius(positions, a[inner], used_model).sum())
+            self.inner_beyond_radius += self._expected_beyond_radius(a[inner], used_model)
         self._update_model(self.model, positions, a, b, rows[frame_rows], cols[frame_rows])
         sources = np.concatenate([a, gap_ends])
         steps = np.concatenate([np.ones(len(a), dtype=np.int64), gap_steps])[rows]
@@ -379,11 +386,13 @@ class _LinkState:
         predicted = predict_positions(positions[a], self.velocity[a], has_v, p)
         variance = self.class_variance(has_v, model)
         own = self.scale(a)
+        return predicted, variance, own, self._radius(variance, own)
+
+    def _radius(self, variance, own):
+        """Search radius (µm) of points with class variance ``variance`` and own scatter ``own``."""
         if self.adaptive_radius:
-            radius = np.minimum(DEFAULT_GATE_SIGMAS * np.sqrt(variance * own), self.gate)
-        else:
-            radius = np.full(len(a), self.gate)
-        return predicted, variance, own, radius
+            return np.minimum(DEFAULT_GATE_SIGMAS * np.sqrt(variance * own), self.gate)
+        return np.full(len(variance), self.gate)
 
     def _record_links(self, positions, src, dst, residual_sq, variance, confidence, steps=1):
         """Store links ``src -> dst`` (spanning ``steps`` frames): predecessor, cost, velocity, own scatter."""

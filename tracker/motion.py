@@ -15,6 +15,7 @@ search radius that fits its motion.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -162,30 +163,37 @@ def chi2_3_sf(x: np.ndarray) -> np.ndarray:
     return erfc(np.sqrt(x / 2.0)) + np.sqrt(2.0 * x / np.pi) * np.exp(-x / 2.0)
 
 
-def truncated_gaussian_variance(observed: np.ndarray, radius: np.ndarray, iterations: int = 50) -> np.ndarray:
+def truncated_gaussian_variance(observed: np.ndarray, radius: np.ndarray, iterations: int = 40) -> np.ndarray:
     """Per-axis variance (µm²) of 3D Gaussian steps whose steps *inside* ``radius`` (µm) have per-axis
     mean square ``observed`` (µm²): what a motion model fitted to gated links underestimates.
 
     Inside ``c = radius² / s`` squared standard deviations a chi-square(3) has mean ``3 F5(c) / F3(c)``
     (``Fk`` its CDF with k degrees of freedom), so the inside mean square ``s F5(c) / F3(c)`` grows with
     ``s``; it is solved for by bisection on ``log s`` in ``[observed, 100 observed]`` (the upper end
-    where no Gaussian explains ``observed``: at most ``radius² / 5``, a uniform ball's).
+    where no Gaussian explains ``observed``: at most ``radius² / 5``, a uniform ball's). Meant for a
+    few values (one per class of points): a loop in plain floats.
     """
-    observed = np.asarray(observed, dtype=np.float64)
-    radius_sq = np.asarray(radius, dtype=np.float64) ** 2
+    observed, radius = np.broadcast_arrays(np.asarray(observed, dtype=np.float64),
+                                           np.asarray(radius, dtype=np.float64))
 
-    def inside_mean_square(s):
+    def inside_mean_square(s: float, radius_sq: float) -> float:
         c = radius_sq / s
-        tail = np.sqrt(2.0 / np.pi) * np.exp(-c / 2.0) * c**1.5 / 3.0
-        inside_3 = 1.0 - chi2_3_sf(c)
-        return s * np.maximum(inside_3 - tail, 0.0) / np.maximum(inside_3, 1e-300)
+        tail_3 = math.erfc(math.sqrt(c / 2.0)) + math.sqrt(2.0 * c / math.pi) * math.exp(-c / 2.0)
+        inside_3 = 1.0 - tail_3
+        inside_5 = inside_3 - math.sqrt(2.0 / math.pi) * math.exp(-c / 2.0) * c**1.5 / 3.0
+        return s * max(inside_5, 0.0) / max(inside_3, 1e-300)
 
-    low, high = np.log(observed), np.log(100.0 * observed)
-    for _ in range(iterations):
-        middle = 0.5 * (low + high)
-        too_small = inside_mean_square(np.exp(middle)) < observed
-        low, high = np.where(too_small, middle, low), np.where(too_small, high, middle)
-    return np.exp(0.5 * (low + high))
+    out = np.empty(observed.shape)
+    for k, (value, r) in enumerate(zip(observed.ravel().tolist(), radius.ravel().tolist())):
+        low, high = math.log(value), math.log(100.0 * value)
+        for _ in range(iterations):
+            middle = 0.5 * (low + high)
+            if inside_mean_square(math.exp(middle), r * r) < value:
+                low = middle
+            else:
+                high = middle
+        out.flat[k] = math.exp(0.5 * (low + high))
+    return out
 
 
 def own_scatter_cost(distance_sq: np.ndarray, variance: np.ndarray, scale: np.ndarray) -> np.ndarray:

@@ -157,12 +157,16 @@ def test_property_vs_scipy(solver, n, m, kind, maximize, seed):
 @pytest.mark.parametrize("solver", GPU_SOLVERS)
 def test_many_random_instances(solver):
     """A cheap loop over 1200 random instances per solver (all kinds, square and rectangular)."""
-    rng = np.random.default_rng(2024)
-    for t in range(1200):
-        n = int(rng.integers(1, 40))
-        m = int(rng.integers(1, 40)) if t % 3 else n
+    check_random_instances(solver, np.random.default_rng(2024), count=1200, sizes=(1, 40), maximize_every=7)
+
+
+def check_random_instances(solver, rng, count, sizes, maximize_every):
+    """``count`` instances of every kind in turn, one in three square, sides in ``[sizes[0], sizes[1])``."""
+    for t in range(count):
+        n = int(rng.integers(*sizes))
+        m = int(rng.integers(*sizes)) if t % 3 else n
         kind = KINDS[t % len(KINDS)]
-        check_against_scipy(random_costs(rng, n, m, kind), solver, maximize=bool(t % 7 == 0))
+        check_against_scipy(random_costs(rng, n, m, kind), solver, maximize=bool(t % maximize_every == 0))
 
 
 @pytest.mark.gpu
@@ -185,12 +189,8 @@ def test_row_reduction_on_many_instances(solver, tail_rows, cluster, monkeypatch
     monkeypatch.setattr(hungarian_tree, "ARR_MIN_FREE", 1)
     monkeypatch.setattr(hungarian_tree, "ARR_TAIL_ROWS", tail_rows)
     monkeypatch.setattr(hungarian_tree, "ARR_USE_CLUSTER", cluster)
-    rng = np.random.default_rng(77 + tail_rows % 1000 + cluster)
-    for t in range(300):
-        n = int(rng.integers(2, 60))
-        m = int(rng.integers(2, 60)) if t % 3 else n
-        kind = KINDS[t % len(KINDS)]
-        check_against_scipy(random_costs(rng, n, m, kind), solver, maximize=bool(t % 5 == 0))
+    check_random_instances(solver, np.random.default_rng(77 + tail_rows % 1000 + cluster), count=300, sizes=(2, 60),
+                           maximize_every=5)
 
 
 @pytest.mark.gpu

@@ -100,6 +100,15 @@ def test_track_ends_in_the_frame_assignment_help_on_blinking_data(monkeypatch):
     assert with_ends["link_f1"] > after_only["link_f1"]
 
 
+def test_no_link_is_cheaper_once_detections_go_missing():
+    state = link._LinkState(10, "persistent", None, True, 1.0)
+    assert state.scaled_no_link_cost(1.0) == link.SCALED_NO_LINK_COST  # nothing seen yet
+    state.inner_rows, state.inner_linked = 1000, 1000 - int(1000 * link.IN_PAIR_GAPS_MIN_MISSING) - 1
+    assert state.scaled_no_link_cost(1.0) == link.SCALED_NO_LINK_COST_MISSING < link.SCALED_NO_LINK_COST
+    # both still above half the largest candidate cost: any candidate beats leaving both ends unlinked
+    assert link.SCALED_NO_LINK_COST_MISSING > 0.5 * link.DEFAULT_GATE_SIGMAS**2
+
+
 def test_a_track_end_never_gets_two_successors():
     truth, detections, step, nn = _dense_cell(0.5, 0.5, n=800, frames=8, blink=0.2)
     tracks = link.link_detections(detections, 2.5 * step, solver="scipy")

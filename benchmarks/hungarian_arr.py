@@ -73,8 +73,8 @@ def main(argv=None) -> None:
                     help="comma-separated: auto (the solver's choice), block (one block), cluster (8-block cluster)")
     ap.add_argument("--scipy-max-n", type=int, default=4096)
     args = ap.parse_args(argv)
-    print("| class | n | solver | finisher | step 5a (rounds:stall) | device time | exact | free before 5a | left to finisher "
-          "| 5a rounds | finisher steps |")
+    print("| class | n | solver | finisher | step 5a (rounds:stall) | device time | exact | free before 5a "
+          "| left to finisher | 5a rounds | finisher steps |")
     print("|---|---:|---|---|---|---:|:---:|---:|---:|---:|---:|")
     for n in (int(s) for s in args.sizes.split(",")):
         for kind in args.classes.split(","):

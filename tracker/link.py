@@ -63,8 +63,8 @@ lost the Brownian step/NN 0.2 tie with LapTrack by a link)."""
 IN_PAIR_GAPS_MIN_MISSING = 0.06
 """Track ends enter the frame-to-frame assignments (see :func:`link_detections`) once at least this
 fraction of the points away from the volume's edge found no link into the next frame (blinking or
-missed detections; the same rate as :data:`GAP_CLOSING_MIN_MISSING`'s); below it (about 0.3 % without blinking in the benchmark, 8-12 % with 10 %
-blinking) gaps are only closed afterwards."""
+missed detections; the same rate as :data:`GAP_CLOSING_MIN_MISSING`'s); below it (about 0.3 % without
+blinking in the benchmark, 8-12 % with 10 % blinking) gaps are only closed afterwards."""
 
 IN_PAIR_GAP_PENALTY_FACTOR = 2.5
 """Per missing frame, a track end competing in a frame-to-frame assignment pays this many times

@@ -315,14 +315,14 @@ class _LinkState:
         if model.step_variance() is None or len(index) == 0:
             return 0.0
         has_velocity = np.array([False, True])
-        observed = self.class_variance(has_velocity, model, clip=False)
-        class_radius = self._radius(self.class_variance(has_velocity, model), np.ones(2))
-        variance = truncated_gaussian_variance(observed, class_radius)
+        clipped = self.class_variance(has_velocity, model)  # what the radii use
+        class_radius = self._radius(clipped, np.ones(2))
+        variance = truncated_gaussian_variance(self.class_variance(has_velocity, model, clip=False), class_radius)
         has_v = self.has_velocity[index].astype(int)
         if not self.adaptive_radius or np.isinf(self.prior_steps):  # one scatter per class
             return float(np.bincount(has_v, minlength=2) @ chi2_3_sf(class_radius**2 / variance))
         own = self.scale(index)
-        radius = self._radius(self.class_variance(has_v.astype(bool), model), own)
+        radius = self._radius(clipped[has_v], own)
         return float(chi2_3_sf(radius**2 / (variance[has_v] * own)).sum())
 
     def scaled_costs(self) -> bool:

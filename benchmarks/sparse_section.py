@@ -291,23 +291,36 @@ def sparse_section(quick: bool = False) -> str:
     return "\n".join(parts)
 
 
-def ablation(n=100_000, step=0.5, configs=((8, 50), (4, 50), (16, 50), (8, 40), (4, 40))):
-    """Auction time and rounds for (ALPHA, COST_BITS) settings on one instance (tuning aid)."""
+def ablation(n=100_000, step=0.5, configs=None, phases=False):
+    """Auction time and rounds for settings of ``tracker.lap.auction`` on one instance (tuning aid).
+
+    ``configs``: dicts of module attributes (default: ALPHA x COST_BITS); ``phases`` also prints the
+    rounds and milliseconds of every epsilon phase.
+    """
     import cupy
 
     from tracker import lap
     from tracker.lap import auction
 
+    if configs is None:
+        configs = [dict(ALPHA=a, COST_BITS=b) for a, b in ((8, 50), (4, 50), (16, 50), (8, 40), (4, 40))]
     rows, cols, cost, shape, un = gated_instance(n, step, seed=n + int(step * 100))
     d = cupy.asarray(rows), cupy.asarray(cols), cupy.asarray(cost)
-    saved = auction.ALPHA, auction.COST_BITS
-    for alpha, bits in configs:
-        auction.ALPHA, auction.COST_BITS = alpha, bits
-        t, (r, c) = _time_gpu(lambda: lap.solve_gated(*d, shape, un, solver="auction"), 1)
-        print(f"ablation n={n} step={step} alpha={alpha} bits={bits}: {t * 1e3:.1f} ms, "
-              f"rounds={auction.LAST_STATS['rounds']}, objective={objective(rows, cols, cost, shape, un, r, c):.12g}",
-              flush=True)
-    auction.ALPHA, auction.COST_BITS = saved
+    for config in configs:
+        saved = {name: getattr(auction, name) for name in config}
+        try:
+            for name, value in config.items():
+                setattr(auction, name, value)
+            t, (r, c) = _time_gpu(lambda: lap.solve_gated(*d, shape, un, solver="auction"), 3 if n < 10**6 else 1)
+        finally:
+            for name, value in saved.items():
+                setattr(auction, name, value)
+        setting = ", ".join(f"{k}={v}" for k, v in config.items())
+        print(f"ablation n={n} step={step} {setting}: {t * 1e3:.1f} ms, rounds={auction.LAST_STATS['rounds']}, "
+              f"objective={objective(rows, cols, cost, shape, un, r, c):.12g}", flush=True)
+        if phases:
+            per_phase = zip(auction.LAST_STATS["phase_rounds"], auction.LAST_STATS["phase_seconds"])
+            print("  per phase (rounds, ms): " + ", ".join(f"{k} {s * 1e3:.1f}" for k, s in per_phase), flush=True)
 
 
 def main():

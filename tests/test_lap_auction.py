@@ -55,8 +55,10 @@ def cost_matrices(draw):
 
 # -------------------------------------------------------------- CPU (emulated) --
 
+@pytest.mark.parametrize("gauss_seidel_rows", [0, 8, 64])
 @pytest.mark.parametrize("seed", range(3))
-def test_emulated_driver_gated_matches_scipy(seed):
+def test_emulated_driver_gated_matches_scipy(seed, gauss_seidel_rows, monkeypatch):
+    monkeypatch.setattr(auction, "GAUSS_SEIDEL_ROWS", gauss_seidel_rows)
     rng = np.random.default_rng(seed)
     for _ in range(60):
         nr, nc = rng.integers(1, 10, 2)
@@ -244,6 +246,22 @@ def test_gated_geometric_3d(n, step):
     row_un, col_un = np.full(shape[0], un), np.full(shape[1], un)
     got, ref = check_gated(rows, cols, cost, shape, row_un, col_un)
     np.testing.assert_allclose(got, ref, rtol=1e-9)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("gauss_seidel_rows", [0, 1, 64])
+@pytest.mark.parametrize("integer", [False, True])
+def test_gated_gauss_seidel_tail_settings(gauss_seidel_rows, integer, monkeypatch):
+    monkeypatch.setattr(auction, "GAUSS_SEIDEL_ROWS", gauss_seidel_rows)
+    rows, cols, cost, shape, un = geometric_gated(10000, 0.6, seed=11)
+    if integer:
+        cost, un = np.round(cost * 1000), float(np.round(un * 1000))
+    row_un, col_un = np.full(shape[0], un), np.full(shape[1], un)
+    got, ref = check_gated(rows, cols, cost, shape, row_un, col_un)
+    if integer:
+        assert got == ref
+    else:
+        np.testing.assert_allclose(got, ref, rtol=1e-9)
 
 
 @pytest.mark.gpu

@@ -160,6 +160,56 @@ __device__ void reset_step(const int* list, int count, const int* target, i64* c
     }
 }
 
+// Gauss-Seidel finish of a phase (at most GS_MAX_ROWS rows unassigned): warp 0 bids for one row at a
+// time with the latest prices. Late in a phase the unassigned rows form chains of single displacements
+// (a winning bid evicts an owner, who bids next), and a Jacobi round costs three block barriers per link
+// of such a chain. The bid is the same as bid_step's; the queue is FIFO. Returns the rounds done (one
+// bid each) in warp 0; the rows still queued (only when max_iters is reached) go back to list/count.
+#define GS_MAX_ROWS 64
+
+template <bool DENSE>
+__device__ int gauss_seidel_tail(const Problem& p, i64* price, int* list, int* count, i64 eps, int* owner,
+                                 int* assigned, int max_iters, int it, int* error) {
+    __shared__ int queue[GS_MAX_ROWS];
+    if (threadIdx.x >= 32) return it;
+    const int lane = threadIdx.x;
+    int n_queued = *(volatile int*)count;
+    for (int t = lane; t < n_queued; t += 32) queue[t] = list[t];
+    __syncwarp();
+    int head = 0;
+    while (n_queued > 0 && it < max_iters) {
+        const int i = queue[head];
+        i64 b1, b2;
+        int j1;
+        best_two<DENSE>(p, price, i, lane, b1, j1, b2);
+        if (b1 >= LL_INF) {  // a row without edges: infeasible (auction.py prevents this)
+            if (lane == 0) atomicExch(error, 1);
+            break;
+        }
+        int evicted = -1;
+        if (lane == 0) {
+            const i64 gap = (b2 >= LL_INF) ? p.single_gap : (b2 - b1);
+            price[j1] += gap + eps;
+            evicted = owner[j1];
+            owner[j1] = i;
+            assigned[i] = j1;
+            if (evicted >= 0) assigned[evicted] = -1;
+        }
+        evicted = __shfl_sync(0xffffffffu, evicted, 0);
+        head = (head + 1) % GS_MAX_ROWS;
+        --n_queued;
+        if (evicted >= 0) {
+            if (lane == 0) queue[(head + n_queued) % GS_MAX_ROWS] = evicted;
+            ++n_queued;
+        }
+        __syncwarp();  // the new price, owner and queue entry are seen by the whole warp
+        ++it;
+    }
+    for (int t = lane; t < n_queued; t += 32) list[t] = queue[(head + t) % GS_MAX_ROWS];
+    if (lane == 0) *count = n_queued;
+    return it;
+}
+
 // ------------------------------------------------------------- kernels ---
 
 // Kernels take the problem as separate arguments (CuPy passes no structs).
@@ -219,7 +269,7 @@ __device__ void reset_step(const int* list, int count, const int* target, i64* c
                                                       int* counts, int parity, i64 eps, int* target, \
                                                       i64* bid, i64* col_bid, int* winner,           \
                                                       int* owner, int* assigned, int max_iters,      \
-                                                      int* iters_done, int* error) {                 \
+                                                      int gs_rows, int* iters_done, int* error) {    \
         MAKE_PROBLEM;                                                                                \
         int tid = threadIdx.x, nthreads = blockDim.x;                                                \
         int lane = tid & 31, warp = tid >> 5, nwarps = nthreads >> 5;                                \
@@ -231,6 +281,11 @@ __device__ void reset_step(const int* list, int count, const int* target, i64* c
             int* nxt_count = counts + (1 - parity);                                                  \
             int count = *(volatile int*)cur_count;                                                   \
             if (count == 0 || *(volatile int*)error) break;                                          \
+            if (count <= gs_rows) {                                                                  \
+                it = gauss_seidel_tail<DENSE>(p, price, cur, cur_count, eps, owner, assigned, max_iters, \
+                                              it, error);                                            \
+                break;                                                                               \
+            }                                                                                        \
             if (tid == 0) *nxt_count = 0;                                                            \
             bid_step<DENSE>(p, price, cur, count, eps, target, bid, col_bid, warp, nwarps, lane,     \
                             error);                                                                  \

@@ -53,6 +53,9 @@ TAIL_MIN_ROWS = 32
 """... but always once at most this many rows remain unassigned."""
 BATCH = 4
 """Bidding rounds launched between two reads of the unassigned count."""
+GAUSS_SEIDEL_ROWS = 8
+"""The one-block tail bids one row at a time (Gauss-Seidel, one warp) once at most this many rows are
+unassigned (at most 64, the queue in ``auction.cu``; 0 turns it off)."""
 
 LAST_STATS: dict = {}
 """Counters of the last solve (phases, rounds, tail launches, mode) for benchmarks."""
@@ -111,7 +114,7 @@ class _CudaKernels:
         self.functions[f"auction_tail_{prob.layout}"](
             (1,), (1024,),
             (*prob.args, price, list0, list1, counts, np.int32(parity), np.int64(eps), target, bid, col_bid,
-             winner, owner, assigned, np.int32(max_iters), info, error),
+             winner, owner, assigned, np.int32(max_iters), np.int32(min(GAUSS_SEIDEL_ROWS, 64)), info, error),
         )
 
 
@@ -198,12 +201,38 @@ class _EmulatedKernels:
             cur_count, nxt_count = counts[parity:parity + 1], counts[1 - parity:2 - parity]
             if cur_count[0] == 0 or error[0]:
                 break
+            if cur_count[0] <= min(GAUSS_SEIDEL_ROWS, 64):
+                it = self._gauss_seidel(prob, price, cur, cur_count, eps, owner, assigned, max_iters, it, error)
+                break
             self.bid(prob, price, cur, cur_count, nxt_count, eps, target, bid, col_bid, error)
             self.claim(prob, cur, cur_count, target, bid, col_bid, winner, owner, assigned, price, nxt, nxt_count)
             self.reset(prob, cur, cur_count, target, col_bid, winner)
             parity = 1 - parity
             it += 1
         info[0], info[1] = it, parity
+
+
+    def _gauss_seidel(self, prob, price, lst, count, eps, owner, assigned, max_iters, it, error):
+        queue = [int(i) for i in lst[:int(count[0])]]
+        while queue and it < max_iters:
+            i = queue.pop(0)
+            best = self._best_two(prob, price, i)
+            if best is None:
+                error[0] = 1
+                queue.insert(0, i)
+                break
+            b1, j1, b2 = best
+            price[j1] += (prob.single_gap if b2 is None else b2 - b1) + eps
+            evicted = int(owner[j1])
+            owner[j1] = i
+            assigned[i] = j1
+            if evicted >= 0:
+                assigned[evicted] = -1
+                queue.append(evicted)
+            it += 1
+        lst[:len(queue)] = queue
+        count[0] = len(queue)
+        return it
 
 
 class _Problem:
@@ -271,9 +300,10 @@ def auction_square(prob: _Problem, kern, schedule: list[int], prices=None):
     info = xp.zeros(2, dtype=np.int32)
     tail_rows = int(max(TAIL_MIN_ROWS, min(8192, TAIL_WORK // prob.mean_row)))
     max_rounds = MAX_ITERATIONS_PER_ROW * n + 100_000
-    stats = {"phases": len(schedule), "rounds": 0, "tails": 0, "syncs": 0}
+    stats = {"phases": len(schedule), "rounds": 0, "tails": 0, "syncs": 0, "phase_rounds": [], "phase_seconds": []}
 
     for phase, eps in enumerate(schedule):
+        phase_start = time.perf_counter()
         if phase == 0:
             lists[0][:] = xp.arange(n, dtype=np.int32)
             counts[:] = xp.asarray([n, 0], dtype=np.int32)
@@ -311,6 +341,8 @@ def auction_square(prob: _Problem, kern, schedule: list[int], prices=None):
                 parity = 1 - parity
             rounds += BATCH
         stats["rounds"] += rounds
+        stats["phase_rounds"].append(rounds)
+        stats["phase_seconds"].append(time.perf_counter() - phase_start)  # the count read above synchronised
         if int(price.max()) > PRICE_LIMIT:
             raise AuctionError("auction prices exceeded the int64 headroom; please report this instance")
     LAST_STATS.clear()

@@ -505,6 +505,21 @@ __device__ __forceinline__ void warp_argmin(double& best, int& key) {
     }
 }
 
+// warp_argmin that also carries the row matched to the best column (the cluster finisher's candidates).
+__device__ __forceinline__ void warp_argmin_row(double& best, int& key, int& row) {
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) {
+        const double other = __shfl_xor_sync(0xffffffffu, best, o);
+        const int other_key = __shfl_xor_sync(0xffffffffu, key, o);
+        const int other_row = __shfl_xor_sync(0xffffffffu, row, o);
+        if (better(other, other_key, best, key)) {
+            best = other;
+            key = other_key;
+            row = other_row;
+        }
+    }
+}
+
 template <int K>
 __device__ void sap_body(const double* __restrict__ c, int n, int m, const int* __restrict__ free_rows, int n_free,
                          double* u_g, double* v_g, int* col4row, int* r4c_g, int* pred,
@@ -781,16 +796,7 @@ __device__ void sap_cluster_body(const double* __restrict__ c, int n, int m, con
                 }
             }
             // block arg-min, carrying the row of the best column
-#pragma unroll
-            for (int o = 16; o > 0; o >>= 1) {
-                const double ob = __shfl_xor_sync(0xffffffffu, best, o);
-                const int ok = __shfl_xor_sync(0xffffffffu, bkey, o), orow = __shfl_xor_sync(0xffffffffu, brow, o);
-                if (better(ob, ok, best, bkey)) {
-                    best = ob;
-                    bkey = ok;
-                    brow = orow;
-                }
-            }
+            warp_argmin_row(best, bkey, brow);
             if (lane == 0) {
                 red_d[warp] = best;
                 red_k[warp] = bkey;
@@ -802,16 +808,7 @@ __device__ void sap_cluster_body(const double* __restrict__ c, int n, int m, con
                 best = lane < nw ? red_d[lane] : INF_D;
                 bkey = lane < nw ? red_k[lane] : 0x7fffffff;
                 brow = lane < nw ? red_r[lane] : -1;
-#pragma unroll
-                for (int o = 16; o > 0; o >>= 1) {
-                    const double ob = __shfl_xor_sync(0xffffffffu, best, o);
-                    const int ok = __shfl_xor_sync(0xffffffffu, bkey, o), orow = __shfl_xor_sync(0xffffffffu, brow, o);
-                    if (better(ob, ok, best, bkey)) {
-                        best = ob;
-                        bkey = ok;
-                        brow = orow;
-                    }
-                }
+                warp_argmin_row(best, bkey, brow);
                 if (lane == 0) {
                     slot_d[parity] = best;
                     slot_k[parity] = bkey;
@@ -828,16 +825,7 @@ __device__ void sap_cluster_body(const double* __restrict__ c, int n, int m, con
                     bkey = dsmem_ld_s32(dsmem(&slot_k[parity], lane));
                     brow = dsmem_ld_s32(dsmem(&slot_r[parity], lane));
                 }
-#pragma unroll
-                for (int o = 16; o > 0; o >>= 1) {
-                    const double ob = __shfl_xor_sync(0xffffffffu, best, o);
-                    const int ok = __shfl_xor_sync(0xffffffffu, bkey, o), orow = __shfl_xor_sync(0xffffffffu, brow, o);
-                    if (better(ob, ok, best, bkey)) {
-                        best = ob;
-                        bkey = ok;
-                        brow = orow;
-                    }
-                }
+                warp_argmin_row(best, bkey, brow);
                 if (lane == 0) {
                     s_min = best;
                     s_j = bkey & ((1 << 30) - 1);

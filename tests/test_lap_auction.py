@@ -72,6 +72,34 @@ def test_emulated_driver_gated_matches_scipy(seed, gauss_seidel_rows, monkeypatc
             gated_objective(rows, cols, ref_r, ref_c, cost, row_un, col_un), rtol=1e-9)
 
 
+def war_of_ties(n_rows=3, n_cols=2):
+    """Every row reaches every column at the same float cost: a bidding war in steps of eps."""
+    rows, cols = (a.ravel() for a in np.meshgrid(np.arange(n_rows), np.arange(n_cols), indexing="ij"))
+    return rows, cols, np.full(rows.size, 0.3), np.full(n_rows, 10.25), np.full(n_cols, 10.25)
+
+
+def test_emulated_asymmetric_form_on_tracking_costs():
+    rows, cols, cost, shape, un = geometric_gated(1500, 0.5, seed=4)
+    row_un, col_un = np.full(shape[0], un), np.full(shape[1], un)
+    got_r, got_c = auction.solve_gated(*shape, rows, cols, cost, row_un, col_un, emulate=True)
+    assert auction.LAST_STATS["form"] == "asymmetric"
+    ref_r, ref_c = _scipy.solve_gated(*shape, rows, cols, cost, row_un, col_un)
+    np.testing.assert_allclose(gated_objective(rows, cols, got_r, got_c, cost, row_un, col_un),
+                               gated_objective(rows, cols, ref_r, ref_c, cost, row_un, col_un), rtol=1e-12)
+
+
+@pytest.mark.parametrize("integer", [False, True])
+def test_emulated_ties_go_to_the_square_form(integer, monkeypatch):
+    monkeypatch.setattr(auction, "ASYMMETRIC_MAX_ROUNDS", 200)
+    rows, cols, cost, row_un, col_un = war_of_ties()
+    if integer:
+        cost, row_un, col_un = cost * 10, np.round(row_un), np.round(col_un)
+    got_r, got_c = auction.solve_gated(3, 2, rows, cols, cost, row_un, col_un, emulate=True)
+    assert auction.LAST_STATS["form"] == "square"
+    assert auction.LAST_STATS["why_not_asymmetric"] == ("integer costs" if integer else "more than 203 rounds")
+    assert len(got_r) == 2 and len(set(got_c.tolist())) == 2
+
+
 def test_emulated_driver_dense_and_batched_rounds(monkeypatch):
     monkeypatch.setattr(auction, "TAIL_MIN_ROWS", 0)
     monkeypatch.setattr(auction, "TAIL_WORK", 0)  # every round through the multi-block path
@@ -262,6 +290,28 @@ def test_gated_gauss_seidel_tail_settings(gauss_seidel_rows, integer, monkeypatc
         assert got == ref
     else:
         np.testing.assert_allclose(got, ref, rtol=1e-9)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("step", [0.3, 0.5, 0.8])
+def test_gated_asymmetric_form_used_without_components(step, monkeypatch):
+    from tracker.lap import components_gpu
+
+    monkeypatch.setattr(components_gpu, "ENABLED", False)
+    rows, cols, cost, shape, un = geometric_gated(20000, step, seed=5)
+    row_un, col_un = np.full(shape[0], un), np.full(shape[1], un)
+    got, ref = check_gated(rows, cols, cost, shape, row_un, col_un)
+    assert auction.LAST_STATS["form"] == "asymmetric"
+    np.testing.assert_allclose(got, ref, rtol=1e-9)
+
+
+@pytest.mark.gpu
+def test_gated_war_of_ties_falls_back(monkeypatch):
+    monkeypatch.setattr(auction, "ASYMMETRIC_MAX_ROUNDS", 500)
+    rows, cols, cost, row_un, col_un = war_of_ties(40, 30)
+    got, ref = check_gated(rows, cols, cost, (40, 30), row_un, col_un)
+    assert auction.LAST_STATS["form"] == "square"
+    assert got == ref
 
 
 @pytest.mark.gpu

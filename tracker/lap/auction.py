@@ -7,9 +7,22 @@ list of unassigned rows, and epsilon-scaling (kernels in ``auction.cu``). When
 few rows remain unassigned a single block runs the rest of the phase without
 kernel launches.
 
-Every problem becomes a *square* min-cost perfect matching with int64 costs:
+Gated problems with non-integral costs (tracking) are first tried in their
+*asymmetric* form, without dummy rows: every row is matched either to one of
+its candidate columns, at cost ``cost - row no-link - column no-link``, or to
+a private "no link" column at cost 0, and columns may stay unmatched. One
+forward auction with ``eps = 1`` from zero prices solves it exactly (an
+object that was never bid on keeps price 0, which is what optimality asks of
+an unmatched column; epsilon-scaling would break that, Bertsekas & Castañon
+1992). On generic float costs bidding wars are short (a few hundred rounds at
+10k rows, step 0.5 x NN, instead of tens of thousands over 25 phases of the
+square form, whose dummy rows bid for their zero-cost dummy columns in long
+ties). Exact ties can make the war climb in steps of ``eps``: past
+:data:`ASYMMETRIC_MAX_ROUNDS` the square form below takes over.
 
-* gated problems (tracking): the square form of Jaqaman et al. (2008) with one
+Otherwise every problem becomes a *square* min-cost perfect matching with int64 costs:
+
+* gated problems: the square form of Jaqaman et al. (2008) with one
   "no link" dummy column per row (at the row's no-link cost) and one dummy row
   per column (at the column's no-link cost), dummy-to-dummy edges at cost 0 on
   the transposed gate, so no infinities are needed. Edges costlier than both
@@ -53,9 +66,12 @@ TAIL_MIN_ROWS = 32
 """... but always once at most this many rows remain unassigned."""
 BATCH = 4
 """Bidding rounds launched between two reads of the unassigned count."""
-GAUSS_SEIDEL_ROWS = 8
+GAUSS_SEIDEL_ROWS = 4
 """The one-block tail bids one row at a time (Gauss-Seidel, one warp) once at most this many rows are
 unassigned (at most 64, the queue in ``auction.cu``; 0 turns it off)."""
+
+ASYMMETRIC_MAX_ROUNDS = 50_000
+"""Bidding rounds (plus one per row) after which the asymmetric form gives way to the square one."""
 
 LAST_STATS: dict = {}
 """Counters of the last solve (phases, rounds, tail launches, mode) for benchmarks."""
@@ -63,6 +79,10 @@ LAST_STATS: dict = {}
 
 class AuctionError(RuntimeError):
     """The auction hit its iteration cap or its price limit (please report the instance)."""
+
+
+class _RoundLimit(AuctionError):
+    """The auction reached the ``max_rounds`` its caller set (the caller has another way)."""
 
 
 # ------------------------------------------------------------------ kernels --
@@ -283,23 +303,34 @@ def eps_schedule(max_cost: int, eps_final: int = 1, alpha: int | None = None, st
     return schedule
 
 
-def auction_square(prob: _Problem, kern, schedule: list[int], prices=None):
-    """Run the epsilon-scaled auction; returns (column of each row (int32), prices (int64))."""
+def auction_square(prob: _Problem, kern, schedule: list[int], prices=None, n_objects: int | None = None,
+                   max_rounds: int | None = None):
+    """Run the epsilon-scaled auction; returns (column of each row (int32), prices (int64)).
+
+    ``n_objects`` (default: as many as rows) columns; more make the problem
+    asymmetric (every row matched, columns optional: run it as one phase from
+    zero prices). Past ``max_rounds`` rounds in a phase it raises
+    :class:`_RoundLimit` (default: an :class:`AuctionError` after
+    :data:`MAX_ITERATIONS_PER_ROW` per row).
+    """
     xp = kern.xp
     n = prob.n
-    price = xp.zeros(n, dtype=np.int64) if prices is None else xp.asarray(prices, dtype=np.int64).copy()
+    n_objects = n if n_objects is None else int(n_objects)
+    price = xp.zeros(n_objects, dtype=np.int64) if prices is None else xp.asarray(prices, dtype=np.int64).copy()
     assigned = xp.full(n, -1, dtype=np.int32)
-    owner = xp.full(n, -1, dtype=np.int32)
+    owner = xp.full(n_objects, -1, dtype=np.int32)
     target = xp.full(n, -1, dtype=np.int32)
     bid = xp.zeros(n, dtype=np.int64)
-    col_bid = xp.zeros(n, dtype=np.int64)
-    winner = xp.full(n, -1, dtype=np.int32)
+    col_bid = xp.zeros(n_objects, dtype=np.int64)
+    winner = xp.full(n_objects, -1, dtype=np.int32)
     lists = (xp.empty(n, dtype=np.int32), xp.empty(n, dtype=np.int32))
     counts = xp.zeros(2, dtype=np.int32)
     error = xp.zeros(1, dtype=np.int32)
     info = xp.zeros(2, dtype=np.int32)
     tail_rows = int(max(TAIL_MIN_ROWS, min(8192, TAIL_WORK // prob.mean_row)))
-    max_rounds = MAX_ITERATIONS_PER_ROW * n + 100_000
+    limited = max_rounds is not None
+    if not limited:
+        max_rounds = MAX_ITERATIONS_PER_ROW * n + 100_000
     stats = {"phases": len(schedule), "rounds": 0, "tails": 0, "syncs": 0, "phase_rounds": [], "phase_seconds": []}
 
     for phase, eps in enumerate(schedule):
@@ -320,13 +351,15 @@ def auction_square(prob: _Problem, kern, schedule: list[int], prices=None):
             if count == 0:
                 break
             if rounds > max_rounds:
+                if limited:
+                    raise _RoundLimit(f"{rounds} bidding rounds")
                 raise AuctionError(
                     f"auction did not converge after {rounds} bidding rounds in phase eps={eps} "
                     f"({count} rows unassigned); please report this instance"
                 )
             if count <= tail_rows:
                 kern.tail(prob, price, lists[0], lists[1], counts, parity, eps, target, bid, col_bid, winner,
-                          owner, assigned, 1 << 20, info, error)
+                          owner, assigned, min(1 << 20, max_rounds + 1 - rounds), info, error)
                 done, parity = (int(v) for v in info)
                 rounds += done
                 stats["tails"] += 1
@@ -450,17 +483,20 @@ def solve_gated(n_rows, n_cols, rows, cols, cost, row_unassigned, col_unassigned
         nr, nc = int(active_r.size), int(active_c.size)
         n = nr + nc
         r_un, c_un = row_un[active_r], col_un[active_c]
-        values = xp.concatenate([cost, r_un, c_un, xp.zeros(1)])
-        mapping, max_cost, exact = _integer_map(xp, values, n)
-        indptr, indices, icost = _square_csr(
-            xp, nr, nc, lr, lc, mapping(cost), mapping(r_un), mapping(c_un), int(mapping(xp.zeros(1))[0])
-        )
-        prob = _Problem(xp, n, icost, max_cost, indptr, indices)
         t0 = time.perf_counter()
-        assigned, _ = auction_square(prob, kern, eps_schedule(max_cost))
-        LAST_STATS.update(square_n=n, edges=int(icost.size), exact_integer=exact,
-                          auction_s=time.perf_counter() - t0)
-        col_of_row = assigned[:nr].astype(np.int64)
+        col_of_row, why_not = _asymmetric_gated(kern, nr, nc, lr, lc, cost - r_un[lr] - c_un[lc])
+        if col_of_row is None:
+            values = xp.concatenate([cost, r_un, c_un, xp.zeros(1)])
+            mapping, max_cost, exact = _integer_map(xp, values, n)
+            indptr, indices, icost = _square_csr(
+                xp, nr, nc, lr, lc, mapping(cost), mapping(r_un), mapping(c_un), int(mapping(xp.zeros(1))[0])
+            )
+            prob = _Problem(xp, n, icost, max_cost, indptr, indices)
+            assigned, _ = auction_square(prob, kern, eps_schedule(max_cost))
+            LAST_STATS.update(form="square", why_not_asymmetric=why_not, square_n=n, edges=int(icost.size),
+                              exact_integer=exact)
+            col_of_row = assigned[:nr].astype(np.int64)
+        LAST_STATS.update(auction_s=time.perf_counter() - t0)
         linked = xp.flatnonzero(col_of_row < nc)
         chosen_r.append(active_r[linked])
         chosen_c.append(active_c[col_of_row[linked]])
@@ -468,6 +504,36 @@ def solve_gated(n_rows, n_cols, rows, cols, cost, row_unassigned, col_unassigned
     col_ind = xp.concatenate(chosen_c)
     order = xp.argsort(row_ind)
     return row_ind[order], col_ind[order]
+
+
+def _asymmetric_gated(kern, n_rows, n_cols, rows, cols, reduced_cost):
+    """Column of each row (``>= n_cols``: no link) from the asymmetric form; or None and why not.
+
+    ``reduced_cost``: link cost minus both "no link" costs (negative). The
+    private "no link" column of row ``i`` is ``n_cols + i`` at cost 0.
+    Integer-valued costs (ties are likely) and auctions past
+    :data:`ASYMMETRIC_MAX_ROUNDS` give None: the square form solves those.
+    """
+    xp = kern.xp
+    mapping, max_cost, exact = _integer_map(xp, xp.concatenate([reduced_cost, xp.zeros(1)]), n_rows + n_cols)
+    if exact:
+        return None, "integer costs"
+    row_index = xp.arange(n_rows, dtype=np.int64)
+    all_rows = xp.concatenate([rows, row_index])
+    all_cols = xp.concatenate([cols, n_cols + row_index])
+    all_cost = xp.concatenate([mapping(reduced_cost), xp.full(n_rows, int(mapping(xp.zeros(1))[0]), dtype=np.int64)])
+    order = xp.argsort(all_rows, kind="stable") if xp is np else xp.argsort(all_rows)
+    indptr = xp.zeros(n_rows + 1, dtype=np.int64)
+    indptr[1:] = xp.cumsum(xp.bincount(all_rows, minlength=n_rows))
+    prob = _Problem(xp, n_rows, xp.ascontiguousarray(all_cost[order]), max_cost, indptr,
+                    all_cols[order].astype(np.int32))
+    try:
+        assigned, _ = auction_square(prob, kern, [1], n_objects=n_cols + n_rows,
+                                     max_rounds=ASYMMETRIC_MAX_ROUNDS + n_rows)
+    except _RoundLimit:
+        return None, f"more than {ASYMMETRIC_MAX_ROUNDS + n_rows} rounds"
+    LAST_STATS.update(form="asymmetric", square_n=n_rows, edges=int(all_cost.size), exact_integer=False)
+    return assigned.astype(np.int64), ""
 
 
 def _full_row_matching(kern, n, m, rows, cols, data):

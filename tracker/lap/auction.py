@@ -619,7 +619,8 @@ register_solver(
     Solver(
         name="auction",
         description="GPU auction (Bertsekas; Vasconcelos & Rosenhahn 2009): Jacobi warp-per-row bidding, "
-        "epsilon-scaling on int64 costs, Jaqaman square form for gated/sparse problems; exact",
+        "int64 costs; gated float costs in one phase without dummy rows, else epsilon-scaling on the Jaqaman "
+        "square form; exact",
         gpu=True,
         exact=True,
         dense=solve_dense,

@@ -16,7 +16,8 @@ Examples::
     PYTHONPATH=. python3 benchmarks/lap_bench.py --sizes 1000,4096,8192,20000 --markdown benchmarks/results/lap_dense_h100.md
 
 If ``benchmarks/sparse_section.py`` exists and defines ``sparse_section(quick: bool) -> str``
-(a markdown section), it is appended to the output.
+(a markdown section), it is appended to the output (``--no-sparse``: not). ``--markdown`` is
+rewritten after every class and size, so a run stopped by a time limit keeps what it measured.
 """
 
 from __future__ import annotations
@@ -126,7 +127,10 @@ def main(argv=None):
                     help="skip a solver's larger sizes of a class once one run exceeds this")
     ap.add_argument("--quick", action="store_true", help="sizes 1000,4096, 3 repeats")
     ap.add_argument("--no-transfers", action="store_true", help="skip the NumPy-in/NumPy-out timing")
-    ap.add_argument("--markdown", default="", help="write the markdown report here")
+    ap.add_argument("--markdown", default="",
+                    help="write the markdown report here (rewritten after every class and size, so a run that "
+                         "is stopped keeps what it measured)")
+    ap.add_argument("--no-sparse", action="store_true", help="leave out the sparse gated and DGS sections")
     ap.add_argument("--seed", type=int, default=0)
     args = ap.parse_args(argv)
     if args.quick:
@@ -147,6 +151,17 @@ def main(argv=None):
     except OSError:
         pass
 
+    header = [
+        "# Dense LAP benchmark: scipy vs GPU solvers",
+        "",
+        f"- date: {datetime.date.today().isoformat()}; device: {dev}; CPU: {cpu} (scipy {scipy.__version__}, "
+        f"numpy {np.__version__}, cupy {cp.__version__}, python {platform.python_version()})",
+        f"- median of {args.repeats} runs after {args.warmup} warm-up (scipy: 3 runs at n = 4096, 1 above; GPU: 2 runs "
+        "at n >= 8192, no warm-up at 20000, 1 run with transfers at n >= 8192); "
+        "GPU times by CUDA events through `tracker.lap.linear_sum_assignment` (front-end checks included)",
+        "- **device**: CuPy matrix in, CuPy result out; **+transfers**: NumPy in, NumPy out. "
+        "speed-up = scipy time / device time. exact = objective equals scipy's (integers exactly, floats to 1e-9).",
+    ]
     rows_out = []
     profile = []
     skip: set[tuple[str, str]] = set()
@@ -205,17 +220,31 @@ def main(argv=None):
                         profile.append((kind, n, name, st))
             del cost_gpu
             cp.get_default_memory_pool().free_all_blocks()
+            if args.markdown:
+                write_atomically(args.markdown, "\n".join(
+                    dense_report(header, rows_out, profile) + ["", "(partial: the run had not finished)"]) + "\n")
 
-    lines = [
-        "# Dense LAP benchmark: scipy vs GPU solvers",
-        "",
-        f"- date: {datetime.date.today().isoformat()}; device: {dev}; CPU: {cpu} (scipy {scipy.__version__}, "
-        f"numpy {np.__version__}, cupy {cp.__version__}, python {platform.python_version()})",
-        f"- median of {args.repeats} runs after {args.warmup} warm-up (scipy: 3 runs at n = 4096, 1 above; GPU: 2 runs "
-        "at n >= 8192, no warm-up at 20000, 1 run with transfers at n >= 8192); "
-        "GPU times by CUDA events through `tracker.lap.linear_sum_assignment` (front-end checks included)",
-        "- **device**: CuPy matrix in, CuPy result out; **+transfers**: NumPy in, NumPy out. "
-        "speed-up = scipy time / device time. exact = objective equals scipy's (integers exactly, floats to 1e-9).",
+    lines = dense_report(header, rows_out, profile)
+    sparse_path = Path(__file__).with_name("sparse_section.py")
+    if sparse_path.exists() and not args.no_sparse:
+        try:
+            spec = importlib.util.spec_from_file_location("sparse_section", sparse_path)
+            module = importlib.util.module_from_spec(spec)
+            spec.loader.exec_module(module)
+            if hasattr(module, "sparse_section"):
+                lines += ["", module.sparse_section(quick=args.quick)]
+        except Exception as error:  # another engineer's module: report, do not fail the dense run
+            lines += ["", f"(sparse section failed: {type(error).__name__}: {error})"]
+    text = "\n".join(lines) + "\n"
+    print(text)
+    if args.markdown:
+        write_atomically(args.markdown, text)
+    return 0
+
+
+def dense_report(header: list[str], rows_out: list[dict], profile: list) -> list[str]:
+    """Markdown lines of the dense table (and the solver profile) measured so far."""
+    lines = header + [
         "",
         "| class | n | solver | device | +transfers | speed-up vs scipy | exact | note |",
         "|---|---:|---|---:|---:|---:|:---:|---|",
@@ -231,22 +260,16 @@ def main(argv=None):
         for kind, n, name, st in profile:
             txt = ", ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}" for k, v in st.items())
             lines.append(f"| {CLASS_LABEL[kind]} | {n} | {name} | {txt} |")
-    sparse_path = Path(__file__).with_name("sparse_section.py")
-    if sparse_path.exists():
-        try:
-            spec = importlib.util.spec_from_file_location("sparse_section", sparse_path)
-            module = importlib.util.module_from_spec(spec)
-            spec.loader.exec_module(module)
-            if hasattr(module, "sparse_section"):
-                lines += ["", module.sparse_section(quick=args.quick)]
-        except Exception as error:  # another engineer's module: report, do not fail the dense run
-            lines += ["", f"(sparse section failed: {type(error).__name__}: {error})"]
-    text = "\n".join(lines) + "\n"
-    print(text)
-    if args.markdown:
-        os.makedirs(os.path.dirname(os.path.abspath(args.markdown)), exist_ok=True)
-        Path(args.markdown).write_text(text)
-    return 0
+    return lines
+
+
+def write_atomically(path: str, text: str) -> None:
+    """Write ``text`` to ``path`` through a temporary file in the same folder (no half-written report)."""
+    target = Path(path).resolve()
+    target.parent.mkdir(parents=True, exist_ok=True)
+    temporary = target.with_name(f".{target.name}.tmp")
+    temporary.write_text(text)
+    os.replace(temporary, target)
 
 
 if __name__ == "__main__":

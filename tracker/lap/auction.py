@@ -231,7 +231,6 @@ class _EmulatedKernels:
             it += 1
         info[0], info[1] = it, parity
 
-
     def _gauss_seidel(self, prob, price, lst, count, eps, owner, assigned, max_iters, it, error):
         queue = [int(i) for i in lst[:int(count[0])]]
         while queue and it < max_iters:
@@ -532,7 +531,7 @@ def _asymmetric_gated(kern, n_rows, n_cols, rows, cols, reduced_cost):
                                      max_rounds=ASYMMETRIC_MAX_ROUNDS + n_rows)
     except _RoundLimit:
         return None, f"more than {ASYMMETRIC_MAX_ROUNDS + n_rows} rounds"
-    LAST_STATS.update(form="asymmetric", square_n=n_rows, edges=int(all_cost.size), exact_integer=False)
+    LAST_STATS.update(form="asymmetric", rows=n_rows, edges=int(all_cost.size), exact_integer=False)
     return assigned.astype(np.int64), ""
 
 

@@ -68,7 +68,9 @@ BATCH = 4
 """Bidding rounds launched between two reads of the unassigned count."""
 GAUSS_SEIDEL_ROWS = 4
 """The one-block tail bids one row at a time (Gauss-Seidel, one warp) once at most this many rows are
-unassigned (at most 64, the queue in ``auction.cu``; 0 turns it off)."""
+unassigned (at most :data:`GAUSS_SEIDEL_QUEUE`; 0 turns it off)."""
+GAUSS_SEIDEL_QUEUE = 64
+"""Capacity of the Gauss-Seidel queue (``GS_MAX_ROWS`` in ``auction.cu``)."""
 
 ASYMMETRIC_MAX_ROUNDS = 50_000
 """Bidding rounds (plus one per row) after which the asymmetric form gives way to the square one."""
@@ -134,7 +136,8 @@ class _CudaKernels:
         self.functions[f"auction_tail_{prob.layout}"](
             (1,), (1024,),
             (*prob.args, price, list0, list1, counts, np.int32(parity), np.int64(eps), target, bid, col_bid,
-             winner, owner, assigned, np.int32(max_iters), np.int32(min(GAUSS_SEIDEL_ROWS, 64)), info, error),
+             winner, owner, assigned, np.int32(max_iters), np.int32(min(GAUSS_SEIDEL_ROWS, GAUSS_SEIDEL_QUEUE)),
+             info, error),
         )
 
 
@@ -221,7 +224,7 @@ class _EmulatedKernels:
             cur_count, nxt_count = counts[parity:parity + 1], counts[1 - parity:2 - parity]
             if cur_count[0] == 0 or error[0]:
                 break
-            if cur_count[0] <= min(GAUSS_SEIDEL_ROWS, 64):
+            if cur_count[0] <= min(GAUSS_SEIDEL_ROWS, GAUSS_SEIDEL_QUEUE):
                 it = self._gauss_seidel(prob, price, cur, cur_count, eps, owner, assigned, max_iters, it, error)
                 break
             self.bid(prob, price, cur, cur_count, nxt_count, eps, target, bid, col_bid, error)
@@ -418,11 +421,15 @@ def _square_csr(xp, n_rows, n_cols, rows, cols, cost_i, row_un_i, col_un_i, zero
     sq_cost = xp.concatenate([
         cost_i, row_un_i, col_un_i, xp.full(rows.size, zero_i, dtype=np.int64),
     ])
-    n = n_rows + n_cols
-    order = xp.argsort(sq_rows, kind="stable") if xp is np else xp.argsort(sq_rows)
-    indptr = xp.zeros(n + 1, dtype=np.int64)
-    indptr[1:] = xp.cumsum(xp.bincount(sq_rows, minlength=n))
-    return indptr, sq_cols[order].astype(np.int32), xp.ascontiguousarray(sq_cost[order])
+    return _csr(xp, n_rows + n_cols, sq_rows, sq_cols, sq_cost)
+
+
+def _csr(xp, n_rows, rows, cols, cost):
+    """(indptr int64, indices int32, costs) of the edges ``(rows, cols, cost)``, grouped by row."""
+    order = xp.argsort(rows, kind="stable") if xp is np else xp.argsort(rows)
+    indptr = xp.zeros(n_rows + 1, dtype=np.int64)
+    indptr[1:] = xp.cumsum(xp.bincount(rows, minlength=n_rows))
+    return indptr, cols[order].astype(np.int32), xp.ascontiguousarray(cost[order])
 
 
 def _compact(xp, nodes, size):
@@ -521,11 +528,8 @@ def _asymmetric_gated(kern, n_rows, n_cols, rows, cols, reduced_cost):
     all_rows = xp.concatenate([rows, row_index])
     all_cols = xp.concatenate([cols, n_cols + row_index])
     all_cost = xp.concatenate([mapping(reduced_cost), xp.full(n_rows, int(mapping(xp.zeros(1))[0]), dtype=np.int64)])
-    order = xp.argsort(all_rows, kind="stable") if xp is np else xp.argsort(all_rows)
-    indptr = xp.zeros(n_rows + 1, dtype=np.int64)
-    indptr[1:] = xp.cumsum(xp.bincount(all_rows, minlength=n_rows))
-    prob = _Problem(xp, n_rows, xp.ascontiguousarray(all_cost[order]), max_cost, indptr,
-                    all_cols[order].astype(np.int32))
+    indptr, indices, icost = _csr(xp, n_rows, all_rows, all_cols, all_cost)
+    prob = _Problem(xp, n_rows, icost, max_cost, indptr, indices)
     try:
         assigned, _ = auction_square(prob, kern, [1], n_objects=n_cols + n_rows,
                                      max_rounds=ASYMMETRIC_MAX_ROUNDS + n_rows)

@@ -45,14 +45,15 @@ __all__ = [
 ]
 
 
-AUTO_GPU_MIN_GATED_ROWS = 10_000
+AUTO_GPU_MIN_GATED_ROWS = 2_000
 """Below this many rows, ``solve_gated(solver="auto")`` on NumPy inputs uses SciPy.
 
-Measured on one H100 (``benchmarks/results/gpu_check_h100.md``), GPU auction with
-components vs SciPy per component: at 10k rows 2.9 vs 4.3 ms, 1.8 vs 10.4 ms and
-232 vs 179 ms at steps of 0.1, 0.3 and 0.5 times the neighbour distance; at 100k
-rows 2.8 vs 29 ms, 3.9 vs 82 ms, 0.58 vs 17.7 s. With ~4.6k rows per frame the
-linking stage took the same time either way (``pipeline_h100.md``).
+Measured on one H100 (``benchmarks/results/lap_sparse_h100.md``, sixth session), GPU auction
+(NumPy in and out, transfers included) vs SciPy per component on 3D gated instances at steps of
+0.1, 0.3 and 0.5 times the neighbour distance: at 1k rows 1.55 / 1.51 / 5.8 ms vs 0.61 / 1.53 /
+7.1 ms; at 2k rows 1.5 / 1.6 / 5.6 ms vs 0.9 / 2.0 / 7.8 ms; at 5k rows 1.7 / 1.7 / 6.9 ms vs
+1.4 / 3.4 / 36 ms; at 10k rows 1.7 / 1.8 / 7.3 ms vs 2.3 / 6.0 / 155 ms. From 2k rows on the GPU
+costs at most 0.6 ms more on the easiest instances and is up to 5x faster on harder ones.
 """
 
 

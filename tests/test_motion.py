@@ -82,6 +82,28 @@ def test_smoothing_raises_f1_for_persistent_motion(persistence):
     assert f1[1] > f1[0] + 0.004
 
 
+def test_lookahead_raises_f1_where_predictions_are_sharp(monkeypatch):
+    # Persistence 0.9: about 0.08 other detections within 3 residual sigmas of a detection.
+    truth, detections, step, nn = _dense_cell(0.5, 0.9)
+    f1 = []
+    for crowding in (0.0, link.LOOKAHEAD_MAX_CROWDING):  # 0: never look ahead
+        monkeypatch.setattr(link, "LOOKAHEAD_MAX_CROWDING", crowding)
+        f1.append(metrics.evaluate(link.link_detections(detections, 2.5 * step, solver="scipy"), truth,
+                                   0.5 * nn)["link_f1"])
+    assert f1[1] > f1[0] + 0.001  # 0.9919 -> 0.9942 here
+
+
+def test_no_lookahead_in_crowded_data(monkeypatch):
+    # Persistence 0.5 at step/NN 0.6: about 0.57 other detections within 3 residual sigmas.
+    _, detections, step, _ = _dense_cell(0.6, 0.5, n=600, frames=8)
+    tables = []
+    for crowding in (0.0, link.LOOKAHEAD_MAX_CROWDING):
+        monkeypatch.setattr(link, "LOOKAHEAD_MAX_CROWDING", crowding)
+        tables.append(link.link_detections(detections, 2.5 * step, solver="scipy"))
+    for name in ("track_id", "link_cost"):
+        np.testing.assert_array_equal(tables[0][name], tables[1][name])
+
+
 def test_smoothing_leaves_brownian_motion_alone():
     _, detections, step, _ = _dense_cell(0.5, 0.0, n=600, frames=8)
     tables = [link.link_detections(detections, 2.5 * step, solver="scipy", smoothing=on) for on in (False, True)]

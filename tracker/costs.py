@@ -84,6 +84,8 @@ def gated_links_per_source(
     source_um: np.ndarray,
     target_um: np.ndarray,
     radius_um: np.ndarray | float,
+    *,
+    target_tree: cKDTree | None = None,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Candidate links within a radius of its own for every source point.
 
@@ -94,6 +96,9 @@ def gated_links_per_source(
     :data:`GPU_GATING_MIN_POINTS` sources on, with a GPU, the grid search of
     :mod:`tracker.gating_gpu` at the largest radius instead. Both end with
     the same exact test on the host, so they return identical arrays.
+
+    ``target_tree``, a k-d tree over exactly ``target_um`` (see
+    :func:`target_tree_of`), is used instead of building one.
 
     Returns
     -------
@@ -112,42 +117,57 @@ def gated_links_per_source(
     if len(source_um) >= GPU_GATING_MIN_POINTS and gpu_available():
         rows, cols = _candidates_gpu(source_um, target_um, float(radius.max()))
     else:
-        rows, cols = _candidates_kdtree(source_um, target_um, radius)
+        tree = target_tree if target_tree is not None else target_tree_of(target_um)
+        rows, cols = _candidates_kdtree(source_um, tree, radius)
     # The exact test, on the host for both searches (the same rounding: identical results).
     delta = source_um[rows] - target_um[cols]
     delta *= delta
     cost = delta[:, 0] + delta[:, 1] + delta[:, 2]
     inside = cost <= radius[rows] ** 2
-    rows, cols, cost = rows[inside], cols[inside], cost[inside]
-    order = np.argsort(rows * len(target_um) + cols)  # keys are distinct: (row, col) order
-    return rows[order], cols[order], cost[order]
+    return rows[inside], cols[inside], cost[inside]
+
+
+def target_tree_of(target_um: np.ndarray) -> cKDTree:
+    """The k-d tree :func:`gated_links_per_source` searches over ``target_um`` (µm), for reuse.
+
+    Not balanced: built in about half the time (20-30 ms instead of 46 ms for 100k points on this
+    project's 2-core machine), queried as fast on uniform spots.
+    """
+    return cKDTree(np.asarray(target_um, dtype=np.float64).reshape(-1, 3), balanced_tree=False)
 
 
 def _candidates_gpu(source_um: np.ndarray, target_um: np.ndarray, radius_um: float):
-    """Pairs within ``radius_um`` (padded by a relative 1e-9) from the GPU grid search."""
+    """Pairs within ``radius_um`` (padded by a relative 1e-9) from the GPU grid search, sorted by (row, col)."""
     from .backend import to_numpy
     from .gating_gpu import gated_links_gpu
 
     rows, cols, _ = gated_links_gpu(source_um, target_um, radius_um * (1 + 1e-9) + 1e-12)
-    return to_numpy(rows), to_numpy(cols)
+    rows, cols = to_numpy(rows).astype(np.int64), to_numpy(cols).astype(np.int64)
+    order = np.argsort(rows * len(target_um) + cols)  # keys are distinct
+    return rows[order], cols[order]
 
 
-def _candidates_kdtree(source_um: np.ndarray, target_um: np.ndarray, radius: np.ndarray):
-    """Pairs within each source's radius (padded) from k-nearest-neighbour queries of one k-d tree."""
-    tree = cKDTree(target_um)
+def _candidates_kdtree(source_um: np.ndarray, tree: cKDTree, radius: np.ndarray):
+    """Pairs within each source's radius (padded), sorted by (row, col), from k-nearest-neighbour queries."""
+    n_targets = tree.n
     pending = np.arange(len(source_um))
-    k = min(8, len(target_um))
+    k = min(8, n_targets)
     found_rows, found_cols = [], []
     while pending.size:
-        # The bound is padded: the exact test below decides.
+        # The bound is padded: the exact test decides.
         bound = float(radius[pending].max()) * (1 + 1e-9) + 1e-12
         distance, index = tree.query(source_um[pending], k=k, distance_upper_bound=bound, workers=-1)
         distance, index = distance.reshape(len(pending), k), index.reshape(len(pending), k)
-        hit = index < len(target_um)
-        full = hit[:, -1] & (distance[:, -1] <= radius[pending] * (1 + 1e-9)) & (k < len(target_um))
-        keep = hit & ~full[:, None]
-        found_rows.append(np.repeat(pending, keep.sum(axis=1)))
-        found_cols.append(index[keep])
+        full = (index[:, -1] < n_targets) & (distance[:, -1] <= radius[pending] * (1 + 1e-9)) & (k < n_targets)
+        index = np.sort(index[~full], axis=1)  # each row's columns in order; misses (n_targets) last
+        hit = index < n_targets
+        found_rows.append(np.repeat(pending[~full], hit.sum(axis=1)))
+        found_cols.append(index[hit])
         pending = pending[full]
-        k = min(4 * k, len(target_um))
-    return np.concatenate(found_rows).astype(np.int64), np.concatenate(found_cols).astype(np.int64)
+        k = min(4 * k, n_targets)
+    rows, cols = np.concatenate(found_rows).astype(np.int64), np.concatenate(found_cols).astype(np.int64)
+    if len(found_rows) > 1:
+        # Each query round is sorted and holds rows of its own: a stable sort by row merges the runs.
+        order = np.argsort(rows, kind="stable")
+        rows, cols = rows[order], cols[order]
+    return rows, cols

@@ -31,11 +31,10 @@ import copy
 from collections.abc import Callable, Mapping
 
 import numpy as np
-from scipy.spatial import cKDTree
 
 from . import lap
 from .confidence import link_confidence
-from .costs import DEFAULT_NO_LINK_FACTOR, gated_links, gated_links_per_source, no_link_cost
+from .costs import DEFAULT_NO_LINK_FACTOR, gated_links, gated_links_per_source, no_link_cost, target_tree_of
 from .gaps import DEFAULT_GAP_PENALTY, DEFAULT_MAX_GAP, close_gaps, near_edge
 from .motion import (
     DEFAULT_GATE_SIGMAS, DEFAULT_PRIOR_STEPS, MotionModel, chi2_3_sf, own_scatter_cost, own_scatter_prior_steps,
@@ -538,13 +537,14 @@ class _LinkState:
         points = positions[frames == values[np.argmax(counts)]]
         radius = 3.0 * np.sqrt(self.class_variance(np.ones(1, bool))[0])
         sample = points[:: max(1, len(points) // sample_size)]
-        return float(cKDTree(points).query_ball_point(sample, radius, return_length=True).mean() - 1.0)
+        return float(target_tree_of(points).query_ball_point(sample, radius, return_length=True).mean() - 1.0)
 
     def _frame_tree(self, positions, frame):
-        """k-d tree of the points of ``frame`` (None if it has none); the last one is kept."""
+        """k-d tree of the points of ``frame`` (None if it has none); the last one is kept, so that the
+        look-ahead's tree of the frame after ``b`` is the next pair's search tree."""
         if self._ahead[0] != frame:
             start, stop = np.searchsorted(self.frames, [frame, frame + 1])
-            self._ahead = (frame, cKDTree(positions[start:stop]) if stop > start else None)
+            self._ahead = (frame, target_tree_of(positions[start:stop]) if stop > start else None)
         return self._ahead[1]
 
     def smooth_pair(self, positions, a, b, no_link_factor, solver):
@@ -578,7 +578,9 @@ class _LinkState:
             return
         p = self.model.current_persistence()
         predicted, variance, own, radius = self._predict(positions, a, self.model)
-        rows, cols, distance_sq = gated_links_per_source(predicted, positions[b], radius)
+        tree = self._frame_tree(positions, frame_b)
+        rows, cols, distance_sq = gated_links_per_source(predicted, positions[b], radius,
+                                                         target_tree=tree if len(b) == tree.n else None)
         after = successor[b]
         has_next = (after >= 0) & (frames[np.maximum(after, 0)] == frame_b + 1)
         next_step = positions[np.maximum(after, 0)] - positions[b]

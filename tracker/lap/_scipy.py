@@ -83,8 +83,10 @@ def solve_gated(
     row_used[rows] = True
     col_used = np.zeros(n_cols, dtype=bool)
     col_used[cols] = True
-    rows_per_label = np.bincount(labels[:n_rows][row_used], minlength=n_labels)
-    cols_per_label = np.bincount(labels[n_rows:][col_used], minlength=n_labels)
+    row_nodes = _NodeOrder(labels[:n_rows], row_used)
+    col_nodes = _NodeOrder(labels[n_rows:], col_used)
+    side = np.maximum(np.bincount(row_nodes.label[row_nodes.order], minlength=n_labels),
+                      np.bincount(col_nodes.label[col_nodes.order], minlength=n_labels))
 
     # The pruned single edge of an isolated pair always beats "no link".
     single = edges_per_label[edge_label] == 1
@@ -92,28 +94,24 @@ def solve_gated(
     chosen_cols = [cols[single]]
 
     # Small components (at most SMALL_COMPONENT_SIZE rows and columns) are
-    # solved all at once by enumerating every partial matching; larger ones
-    # one by one with SciPy.
-    side = np.maximum(rows_per_label, cols_per_label)[edge_label]
+    # solved all at once by enumerating every partial matching; medium ones
+    # share one vectorised set-up; larger ones one by one with SciPy.
+    several = edges_per_label > 1
     for size in range(2, SMALL_COMPONENT_SIZE + 1):
-        in_bucket = ~single & (side == size)
-        if in_bucket.any():
-            r, c = _solve_small_components(
-                rows[in_bucket], cols[in_bucket], cost[in_bucket], edge_label[in_bucket],
-                row_unassigned, col_unassigned, size,
-            )
+        bucket = _Bucket(several & (side == size), edge_label, rows, cols, row_nodes, col_nodes)
+        if bucket.n_blocks:
+            r, c = _solve_small_components(bucket, cost[bucket.edges], row_unassigned, col_unassigned, size)
             chosen_rows.append(r)
             chosen_cols.append(c)
 
-    medium = ~single & (side > SMALL_COMPONENT_SIZE) & (side <= MEDIUM_COMPONENT_SIZE)
-    if medium.any():
-        r, c = _solve_medium_components(
-            rows[medium], cols[medium], cost[medium], edge_label[medium], row_unassigned, col_unassigned
-        )
+    bucket = _Bucket(several & (side > SMALL_COMPONENT_SIZE) & (side <= MEDIUM_COMPONENT_SIZE), edge_label, rows,
+                     cols, row_nodes, col_nodes)
+    if bucket.n_blocks:
+        r, c = _solve_medium_components(bucket, cost[bucket.edges], row_unassigned, col_unassigned)
         chosen_rows.append(r)
         chosen_cols.append(c)
 
-    multi = np.flatnonzero(~single & (side > MEDIUM_COMPONENT_SIZE))
+    multi = np.flatnonzero(several[edge_label] & (side[edge_label] > MEDIUM_COMPONENT_SIZE))
     if multi.size:
         order = multi[np.argsort(edge_label[multi], kind="stable")]
         boundaries = np.flatnonzero(np.diff(edge_label[order])) + 1
@@ -128,6 +126,47 @@ def solve_gated(
     return row_ind[order], col_ind[order]
 
 
+class _NodeOrder:
+    """The used rows (or columns) of a gated problem ordered by (component, index), and each one's rank
+    (0, 1, ...) within its component: computed once, shared by every bucket of components."""
+
+    def __init__(self, label: np.ndarray, used: np.ndarray):
+        self.label = label
+        used_nodes = np.flatnonzero(used)
+        self.order = used_nodes[np.argsort(label[used_nodes], kind="stable")]
+        sorted_label = label[self.order]
+        first = np.r_[0, np.flatnonzero(np.diff(sorted_label)) + 1]
+        starts = np.repeat(first, np.diff(np.r_[first, len(sorted_label)]))
+        self.rank = np.zeros(len(label), dtype=np.int64)
+        self.rank[self.order] = np.arange(len(sorted_label)) - starts
+
+
+class _Bucket:
+    """The components of ``label_mask`` (a boolean per component label), numbered 0, 1, ... as blocks.
+
+    ``edges`` indexes the problem's edges in the bucket; for rows (and likewise columns): ``row_nodes``
+    (distinct, by (block, index)), ``row_block`` and ``row_rank`` of each, and ``local_row`` (the rank
+    of each edge's row within its block).
+    """
+
+    def __init__(self, label_mask, edge_label, rows, cols, row_order: _NodeOrder, col_order: _NodeOrder):
+        self.n_blocks = int(label_mask.sum())
+        if not self.n_blocks:
+            return
+        block_of_label = np.cumsum(label_mask) - 1
+        self.edges = np.flatnonzero(label_mask[edge_label])
+        self.block = block_of_label[edge_label[self.edges]]
+        self.rows, self.cols = rows[self.edges], cols[self.edges]
+        self.row_nodes, self.row_block, self.row_rank = self._nodes(row_order, label_mask, block_of_label)
+        self.col_nodes, self.col_block, self.col_rank = self._nodes(col_order, label_mask, block_of_label)
+        self.local_row, self.local_col = row_order.rank[self.rows], col_order.rank[self.cols]
+
+    @staticmethod
+    def _nodes(order: _NodeOrder, label_mask, block_of_label):
+        nodes = order.order[label_mask[order.label[order.order]]]
+        return nodes, block_of_label[order.label[nodes]], order.rank[nodes]
+
+
 SMALL_COMPONENT_SIZE = 4
 """Components with at most this many rows and columns are solved by enumeration."""
 
@@ -135,7 +174,7 @@ MEDIUM_COMPONENT_SIZE = 128
 """Larger components (up to this many rows and columns) share one vectorised set-up and get one dense solve each."""
 
 
-def _solve_medium_components(rows, cols, cost, edge_label, row_unassigned, col_unassigned):
+def _solve_medium_components(bucket: _Bucket, cost, row_unassigned, col_unassigned):
     """Exact solution of many medium components: every dense matrix built at once, then one dense solve each.
 
     Each component is the reduced problem of :func:`reduced_problem` as a
@@ -143,29 +182,24 @@ def _solve_medium_components(rows, cols, cost, edge_label, row_unassigned, col_u
     all of them are laid out in one flat buffer and filled with vectorised
     scatters, so the Python loop only slices, solves and stores.
     """
-    row_nodes, row_labels, row_rank, row_of_edge = _local_index(rows, edge_label)
-    col_nodes, col_labels, col_rank, col_of_edge = _local_index(cols, edge_label)
-    local_row, local_col = row_rank[row_of_edge], col_rank[col_of_edge]
-    row_bounds = np.r_[0, np.flatnonzero(np.diff(row_labels)) + 1, len(row_labels)]
-    col_bounds = np.r_[0, np.flatnonzero(np.diff(col_labels)) + 1, len(col_labels)]
-    n_r, n_c = np.diff(row_bounds), np.diff(col_bounds)
+    n_r = np.bincount(bucket.row_block, minlength=bucket.n_blocks)
+    n_c = np.bincount(bucket.col_block, minlength=bucket.n_blocks)
+    row_bounds, col_bounds = np.r_[0, np.cumsum(n_r)], np.r_[0, np.cumsum(n_c)]
     width = n_c + n_r
     offset = np.r_[0, np.cumsum(n_r * width)]
-    # Component (0, 1, ... in label order) of every edge and of every distinct row.
-    edge_component = np.searchsorted(row_labels[row_bounds[:-1]], edge_label)
-    row_component = np.repeat(np.arange(len(n_r)), n_r)
+    block, row_block = bucket.block, bucket.row_block
     flat = np.full(int(offset[-1]), np.inf)
-    flat[offset[edge_component] + local_row * width[edge_component] + local_col] = cost - col_unassigned[cols]
-    flat[offset[row_component] + row_rank * width[row_component] + n_c[row_component] + row_rank] = (
-        row_unassigned[row_nodes])
-    chosen_row = np.empty(len(row_nodes), dtype=np.int64)  # local column of each distinct row
+    flat[offset[block] + bucket.local_row * width[block] + bucket.local_col] = cost - col_unassigned[bucket.cols]
+    flat[offset[row_block] + bucket.row_rank * width[row_block] + n_c[row_block] + bucket.row_rank] = (
+        row_unassigned[bucket.row_nodes])
+    chosen_row = np.empty(len(bucket.row_nodes), dtype=np.int64)  # local column of each distinct row
     lsa = scipy.optimize.linear_sum_assignment
     for start, stop, r, w, r0 in zip(offset[:-1].tolist(), offset[1:].tolist(), n_r.tolist(), width.tolist(),
                                      row_bounds[:-1].tolist()):
         chosen_row[r0:r0 + r] = lsa(flat[start:stop].reshape(r, w))[1]
-    linked = chosen_row < n_c[row_component]
-    global_cols = col_nodes[col_bounds[:-1][row_component[linked]] + chosen_row[linked]]
-    return row_nodes[linked], global_cols
+    linked = chosen_row < n_c[row_block]
+    global_cols = bucket.col_nodes[col_bounds[:-1][row_block[linked]] + chosen_row[linked]]
+    return bucket.row_nodes[linked], global_cols
 
 
 @functools.lru_cache(maxsize=None)
@@ -187,22 +221,7 @@ def partial_matchings(size: int) -> np.ndarray:
     return np.array(matchings, dtype=np.int64)
 
 
-def _local_index(nodes: np.ndarray, labels: np.ndarray):
-    """Rank of each distinct node within its component (0, 1, ... in node order).
-
-    Returns the distinct nodes, their component labels and ranks, and, for
-    every input entry, the index of its distinct node.
-    """
-    span = int(nodes.max()) + 1
-    unique_keys, inverse = np.unique(labels.astype(np.int64) * span + nodes, return_inverse=True)
-    unique_labels, unique_nodes = np.divmod(unique_keys, span)
-    first = np.r_[0, np.flatnonzero(np.diff(unique_labels)) + 1]
-    starts = np.repeat(first, np.diff(np.r_[first, len(unique_labels)]))
-    rank = np.arange(len(unique_labels)) - starts
-    return unique_nodes, unique_labels, rank, inverse
-
-
-def _solve_small_components(rows, cols, cost, edge_label, row_unassigned, col_unassigned, size):
+def _solve_small_components(bucket: _Bucket, cost, row_unassigned, col_unassigned, size):
     """Exact solution of many components of at most ``size`` rows and columns at once.
 
     Each component becomes a ``size x size`` block (forbidden entries +inf,
@@ -210,27 +229,20 @@ def _solve_small_components(rows, cols, cost, edge_label, row_unassigned, col_un
     every partial matching is evaluated for all blocks together, and the
     cheapest is kept (the first in :func:`partial_matchings` order on ties).
     """
-    component_labels, block = np.unique(edge_label, return_inverse=True)
-    n_blocks = len(component_labels)
-    row_nodes, row_labels, row_rank, row_of_edge = _local_index(rows, edge_label)
-    col_nodes, col_labels, col_rank, col_of_edge = _local_index(cols, edge_label)
-    local_row, local_col = row_rank[row_of_edge], col_rank[col_of_edge]
-
+    n_blocks = bucket.n_blocks
     # Blocks padded with size + 1 columns: the last is "unmatched" (cost 0 here,
     # the row's no-link cost is added separately).
     dense = np.full((n_blocks, size, size + 1), np.inf)
     dense[:, :, size] = 0.0
-    dense[block, local_row, local_col] = cost
+    dense[bucket.block, bucket.local_row, bucket.local_col] = cost
     row_un = np.zeros((n_blocks, size))
-    row_block = np.searchsorted(component_labels, row_labels)
-    row_un[row_block, row_rank] = row_unassigned[row_nodes]
+    row_un[bucket.row_block, bucket.row_rank] = row_unassigned[bucket.row_nodes]
     col_un = np.zeros((n_blocks, size + 1))
-    col_block = np.searchsorted(component_labels, col_labels)
-    col_un[col_block, col_rank] = col_unassigned[col_nodes]
+    col_un[bucket.col_block, bucket.col_rank] = col_unassigned[bucket.col_nodes]
     global_row = np.full((n_blocks, size), -1, dtype=np.int64)
-    global_row[row_block, row_rank] = row_nodes
+    global_row[bucket.row_block, bucket.row_rank] = bucket.row_nodes
     global_col = np.full((n_blocks, size), -1, dtype=np.int64)
-    global_col[col_block, col_rank] = col_nodes
+    global_col[bucket.col_block, bucket.col_rank] = bucket.col_nodes
 
     matchings = partial_matchings(size)  # (n_matchings, size)
     unmatched_row = matchings == size

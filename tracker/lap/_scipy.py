@@ -75,9 +75,7 @@ def solve_gated(
         return empty, empty
 
     graph = sp.coo_array((np.ones(rows.size, dtype=np.int8), (rows, n_rows + cols)), shape=(n_rows + n_cols,) * 2)
-    # Weak components of the row -> column graph are its undirected components; SciPy finds them
-    # 3x faster this way (no symmetrised copy: 12 vs 39 ms at 200k edges).
-    _, labels = connected_components(graph, directed=True, connection="weak")
+    _, labels = connected_components(graph, directed=False)
     edge_label = labels[rows]
     n_labels = int(labels.max()) + 1
     edges_per_label = np.bincount(edge_label, minlength=n_labels)

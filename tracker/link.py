@@ -578,9 +578,10 @@ class _LinkState:
             return
         p = self.model.current_persistence()
         predicted, variance, own, radius = self._predict(positions, a, self.model)
-        tree = self._frame_tree(positions, frame_b)
-        rows, cols, distance_sq = gated_links_per_source(predicted, positions[b], radius,
-                                                         target_tree=tree if len(b) == tree.n else None)
+        # Looking ahead, the last pair built this frame's tree already.
+        tree = self._frame_tree(positions, frame_b) if self.lookahead else None
+        rows, cols, distance_sq = gated_links_per_source(
+            predicted, positions[b], radius, target_tree=tree if tree is not None and len(b) == tree.n else None)
         after = successor[b]
         has_next = (after >= 0) & (frames[np.maximum(after, 0)] == frame_b + 1)
         next_step = positions[np.maximum(after, 0)] - positions[b]

@@ -130,7 +130,7 @@ def _linking_options(command):
         click.option("--solver", type=click.Choice(available_solvers("gated")), default="auto",
                      show_default=True,
                      help="Assignment solver (all exact but 'dgs', a heuristic). 'auto': the GPU auction for "
-                          "frames of 10k+ detections when a GPU is present, else SciPy. The Hungarian solvers "
+                          "frames of 2k+ detections when a GPU is present, else SciPy. The Hungarian solvers "
                           "build one dense matrix per frame pair (moderate sizes). See `track solvers`."),
     ]
     names = ("max_displacement", "motion", "persistence", "adaptive_radius", "smoothing", "max_gap", "gap_penalty",

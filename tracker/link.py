@@ -495,27 +495,30 @@ class _LinkState:
         free = (a_successor < 0) | np.isin(a_successor, b)
         keep = free[cols]
         rows, cols, distance_sq = rows[keep], cols[keep], distance_sq[keep]
-        self.has_successor[a[free]] = False
-        self.predecessor[b] = -1
-        self.link_cost[b] = np.nan
-        self.confidence[b] = np.nan
+        self._unlink(b)
         if rows.size == 0:
             return
         cost = distance_sq / variance[rows]
         alternative = self.scaled_no_link_cost(no_link_factor)
         chosen_rows, chosen_cols = lap.solve_gated(rows, cols, cost, (len(b), len(a)), alternative, solver=solver)
         index = np.searchsorted(rows * len(a) + cols, chosen_rows * len(a) + chosen_cols)
-        src, dst = a[chosen_cols], b[chosen_rows]
-        self.predecessor[dst] = src
-        self.has_successor[src] = True
-        self.link_cost[dst] = distance_sq[index]
-        self.confidence[dst] = link_confidence(
+        confidence = link_confidence(
             rows, cols, cost, np.full(len(b), alternative), np.full(len(a), alternative), chosen_rows, chosen_cols
         )
-        self.velocity[b] = 0.0
-        self.has_velocity[b] = False
-        self.velocity[dst] = positions[dst] - positions[src]
-        self.has_velocity[dst] = True
+        self._record_links(positions, a[chosen_cols], b[chosen_rows], distance_sq[index], variance[chosen_rows],
+                           confidence)
+
+    def _unlink(self, points):
+        """Forget the links into ``points``: their predecessors lose a successor, they lose what the link set."""
+        before = self.predecessor[points]
+        self.has_successor[before[before >= 0]] = False
+        self.predecessor[points] = -1
+        self.link_cost[points] = np.nan
+        self.confidence[points] = np.nan
+        self.velocity[points] = 0.0
+        self.has_velocity[points] = False
+        self.ratio_sum[points] = 0.0
+        self.ratio_count[points] = 0.0
 
     def start_smoothing(self, positions, frames):
         """Prepare :meth:`smooth_pair`: successors of the forward pass, each point's frame, and whether to look ahead."""
@@ -598,17 +601,9 @@ class _LinkState:
         alternative = self.scaled_no_link_cost(no_link_factor) + NEXT_STEP_TERM_MEAN
 
         # Undo the forward pass's links between a and b.
-        old = self.predecessor[b]
-        old = old[old >= 0]
-        self.has_successor[old] = False
-        successor[old] = -1
-        self.predecessor[b] = -1
-        self.link_cost[b] = np.nan
-        self.confidence[b] = np.nan
-        self.velocity[b] = 0.0
-        self.has_velocity[b] = False
-        self.ratio_sum[b] = 0.0
-        self.ratio_count[b] = 0.0
+        before = self.predecessor[b]
+        successor[before[before >= 0]] = -1
+        self._unlink(b)
         if rows.size == 0:
             return
         chosen_rows, chosen_cols = lap.solve_gated(rows, cols, cost, (len(a), len(b)), alternative, solver=solver)

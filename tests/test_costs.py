@@ -40,3 +40,33 @@ def test_gpu_candidate_search_gives_identical_links(monkeypatch, rng):
     assert len(expected[0]) > 20_000
     for a, b in zip(got, expected):
         np.testing.assert_array_equal(a, b)
+
+
+def test_nearest_target_matches_brute_force(rng):
+    query, target = rng.random((300, 3)) * 10, rng.random((250, 3)) * 10
+    index, distance_sq = costs.nearest_target(query, target, 0.8)
+    d2 = np.sum((query[:, None] - target[None]) ** 2, axis=-1)
+    within = d2.min(axis=1) <= 0.64
+    assert 0 < within.sum() < len(query)  # some queries have no target within the radius
+    np.testing.assert_array_equal(index[within], d2.argmin(axis=1)[within])
+    np.testing.assert_array_equal(index[~within], -1)
+    np.testing.assert_allclose(distance_sq[within], d2.min(axis=1)[within])
+    assert np.all(np.isinf(distance_sq[~within]))
+    empty_index, empty_sq = costs.nearest_target(query[:3], np.empty((0, 3)), 1.0)
+    assert np.all(empty_index == -1) and np.all(np.isinf(empty_sq))
+    with pytest.raises(ValueError, match="positive"):
+        costs.nearest_target(query, target, 0.0)
+
+
+@pytest.mark.gpu
+def test_gpu_nearest_target_gives_the_same_distances(monkeypatch, rng):
+    query = rng.random((20_000, 3)) * 40
+    target = query + rng.normal(0, 0.3, query.shape)
+    monkeypatch.setattr(costs, "gpu_available", lambda: False)
+    expected_index, expected_sq = costs.nearest_target(query, target, 0.5)
+    monkeypatch.setattr(costs, "gpu_available", lambda: True)
+    monkeypatch.setattr(costs, "GPU_GATING_MIN_POINTS", 0)
+    index, distance_sq = costs.nearest_target(query, target, 0.5)
+    assert 1_000 < (expected_index >= 0).sum() < len(query)
+    np.testing.assert_array_equal(index >= 0, expected_index >= 0)
+    np.testing.assert_array_equal(distance_sq, expected_sq)

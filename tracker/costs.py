@@ -114,7 +114,7 @@ def gated_links_per_source(
     empty = np.empty(0, dtype=np.int64)
     if len(source_um) == 0 or len(target_um) == 0:
         return empty, empty.copy(), np.empty(0)
-    if len(source_um) >= GPU_GATING_MIN_POINTS and gpu_available():
+    if searches_on_gpu(len(source_um)):
         rows, cols = _candidates_gpu(source_um, target_um, float(radius.max()))
     else:
         tree = target_tree if target_tree is not None else target_tree_of(target_um)
@@ -125,6 +125,53 @@ def gated_links_per_source(
     cost = delta[:, 0] + delta[:, 1] + delta[:, 2]
     inside = cost <= radius[rows] ** 2
     return rows[inside], cols[inside], cost[inside]
+
+
+def nearest_target(
+    query_um: np.ndarray,
+    target_um: np.ndarray,
+    radius_um: float,
+    *,
+    target_tree: cKDTree | None = None,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Each query point's nearest target within ``radius_um`` (µm).
+
+    On the GPU grid of :mod:`tracker.gating_gpu` from :data:`GPU_GATING_MIN_POINTS` queries when a GPU
+    is present, else with a k-d tree (``target_tree``, over exactly ``target_um``, if given).
+
+    Returns
+    -------
+    index : (n,) int64 array
+        The nearest target, -1 where none lies within the radius.
+    distance_sq : (n,) float64 array
+        Squared distance to it (µm², computed on the host the same way for both searches), inf where none.
+    """
+    query_um = np.asarray(query_um, dtype=np.float64).reshape(-1, 3)
+    target_um = np.asarray(target_um, dtype=np.float64).reshape(-1, 3)
+    radius = float(radius_um)
+    if radius <= 0 or not np.isfinite(radius):
+        raise ValueError(f"the radius must be a positive number of µm, got {radius_um}")
+    index = np.full(len(query_um), -1, dtype=np.int64)
+    if len(query_um) and len(target_um):
+        if searches_on_gpu(len(query_um)):
+            from .backend import to_numpy
+            from .gating_gpu import nearest_target_gpu
+
+            index = to_numpy(nearest_target_gpu(query_um, target_um, radius)).astype(np.int64)
+        else:
+            tree = target_tree if target_tree is not None else target_tree_of(target_um)
+            _, found = tree.query(query_um, k=1, distance_upper_bound=radius, workers=-1)
+            index = np.where(found < len(target_um), found, -1).astype(np.int64)
+    hit = index >= 0
+    distance_sq = np.full(len(query_um), np.inf)
+    delta = query_um[hit] - target_um[index[hit]]
+    distance_sq[hit] = np.sum(delta * delta, axis=1)
+    return index, distance_sq
+
+
+def searches_on_gpu(n_queries: int) -> bool:
+    """Whether :func:`gated_links_per_source` and :func:`nearest_target` search ``n_queries`` points on the GPU."""
+    return n_queries >= GPU_GATING_MIN_POINTS and gpu_available()
 
 
 def target_tree_of(target_um: np.ndarray) -> cKDTree:

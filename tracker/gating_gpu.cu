@@ -6,6 +6,7 @@
 // range (an exclusive scan on the host side gives the offsets), and
 // write_candidates fills (row, col, squared distance) into that range.
 // Targets are sorted by cell; cell_start/cell_end delimit each cell's run.
+// nearest_target scans the same 27 cells for each query's nearest target.
 
 extern "C" {
 
@@ -76,6 +77,45 @@ __global__ void write_candidates(
     if (i >= n_source) return;
     visit(i, source, target_sorted, target_index, cell_start, cell_end, oz, oy, ox, cell, nz, ny, nx, r2,
           rows, cols, cost, offsets[i]);
+}
+
+// One thread per query point: the nearest target within the radius (the lower index on a tie), or -1.
+__global__ void nearest_target(
+    const double* __restrict__ query, int n_query, const double* __restrict__ target_sorted,
+    const int* __restrict__ target_index, const int* __restrict__ cell_start, const int* __restrict__ cell_end,
+    double oz, double oy, double ox, double cell, int nz, int ny, int nx, double r2, long long* __restrict__ nearest)
+{
+    const int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n_query) return;
+    const double z = query[3 * i], y = query[3 * i + 1], x = query[3 * i + 2];
+    const int cz = (int)floor((z - oz) / cell), cy = (int)floor((y - oy) / cell), cx = (int)floor((x - ox) / cell);
+    double best = r2;
+    long long best_index = -1;
+    for (int dz = -1; dz <= 1; ++dz) {
+        const int kz = cz + dz;
+        if (kz < 0 || kz >= nz) continue;
+        for (int dy = -1; dy <= 1; ++dy) {
+            const int ky = cy + dy;
+            if (ky < 0 || ky >= ny) continue;
+            for (int dx = -1; dx <= 1; ++dx) {
+                const int kx = cx + dx;
+                if (kx < 0 || kx >= nx) continue;
+                const long long c = cell_of(kz, ky, kx, ny, nx);
+                for (int k = cell_start[c]; k < cell_end[c]; ++k) {
+                    const double ez = target_sorted[3 * k] - z;
+                    const double ey = target_sorted[3 * k + 1] - y;
+                    const double ex = target_sorted[3 * k + 2] - x;
+                    const double d2 = ez * ez + ey * ey + ex * ex;
+                    const long long t = target_index[k];
+                    if (d2 < best || (d2 == best && (best_index < 0 || t < best_index))) {
+                        best = d2;
+                        best_index = t;
+                    }
+                }
+            }
+        }
+    }
+    nearest[i] = best_index;
 }
 
 }  // extern "C"

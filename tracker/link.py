@@ -34,7 +34,10 @@ import numpy as np
 
 from . import lap
 from .confidence import link_confidence
-from .costs import DEFAULT_NO_LINK_FACTOR, gated_links, gated_links_per_source, no_link_cost, target_tree_of
+from .costs import (
+    DEFAULT_NO_LINK_FACTOR, gated_links, gated_links_per_source, nearest_target, no_link_cost, searches_on_gpu,
+    target_tree_of,
+)
 from .gaps import DEFAULT_GAP_PENALTY, DEFAULT_MAX_GAP, close_gaps, near_edge
 from .motion import (
     DEFAULT_GATE_SIGMAS, DEFAULT_PRIOR_STEPS, MotionModel, chi2_3_sf, own_scatter_cost, own_scatter_prior_steps,
@@ -582,7 +585,7 @@ class _LinkState:
         p = self.model.current_persistence()
         predicted, variance, own, radius = self._predict(positions, a, self.model)
         # Looking ahead, the last pair built this frame's tree already.
-        tree = self._frame_tree(positions, frame_b) if self.lookahead else None
+        tree = self._frame_tree(positions, frame_b) if self.lookahead and not searches_on_gpu(len(a)) else None
         rows, cols, distance_sq = gated_links_per_source(
             predicted, positions[b], radius, target_tree=tree if tree is not None and len(b) == tree.n else None)
         after = successor[b]
@@ -590,10 +593,13 @@ class _LinkState:
         next_step = positions[np.maximum(after, 0)] - positions[b]
         residual_variance = self.class_variance(np.ones(1, bool))[0]
         step = positions[b[cols]] - positions[a[rows]]
-        ahead = self._frame_tree(positions, frame_b + 1) if self.lookahead else None
-        if ahead is not None:
-            distance, _ = ahead.query(positions[b[cols]] + p * step, workers=-1)
-            future = np.minimum(distance**2 / residual_variance, LOOKAHEAD_MAX_TERM)
+        start, stop = np.searchsorted(frames, [frame_b + 1, frame_b + 2])
+        if self.lookahead and stop > start:
+            # Only continuations within the cap's distance matter: farther ones cost the cap.
+            ahead = None if searches_on_gpu(len(rows)) else self._frame_tree(positions, frame_b + 1)
+            _, continuation_sq = nearest_target(positions[b[cols]] + p * step, positions[start:stop],
+                                                np.sqrt(LOOKAHEAD_MAX_TERM * residual_variance), target_tree=ahead)
+            future = np.minimum(continuation_sq / residual_variance, LOOKAHEAD_MAX_TERM)
         else:
             future = np.sum((next_step[cols] - p * step) ** 2, axis=1) / residual_variance
             future = np.where(has_next[cols], future, NEXT_STEP_TERM_MEAN)

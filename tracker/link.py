@@ -588,9 +588,6 @@ class _LinkState:
         tree = self._frame_tree(positions, frame_b) if self.lookahead and not searches_on_gpu(len(a)) else None
         rows, cols, distance_sq = gated_links_per_source(
             predicted, positions[b], radius, target_tree=tree if tree is not None and len(b) == tree.n else None)
-        after = successor[b]
-        has_next = (after >= 0) & (frames[np.maximum(after, 0)] == frame_b + 1)
-        next_step = positions[np.maximum(after, 0)] - positions[b]
         residual_variance = self.class_variance(np.ones(1, bool))[0]
         step = positions[b[cols]] - positions[a[rows]]
         start, stop = np.searchsorted(frames, [frame_b + 1, frame_b + 2])
@@ -601,6 +598,9 @@ class _LinkState:
                                                 np.sqrt(LOOKAHEAD_MAX_TERM * residual_variance), target_tree=ahead)
             future = np.minimum(continuation_sq / residual_variance, LOOKAHEAD_MAX_TERM)
         else:
+            after = successor[b]
+            has_next = (after >= 0) & (frames[np.maximum(after, 0)] == frame_b + 1)
+            next_step = positions[np.maximum(after, 0)] - positions[b]
             future = np.sum((next_step[cols] - p * step) ** 2, axis=1) / residual_variance
             future = np.where(has_next[cols], future, NEXT_STEP_TERM_MEAN)
         cost = own_scatter_cost(distance_sq, variance[rows], own[rows]) + future

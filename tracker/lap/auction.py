@@ -20,6 +20,11 @@ square form, whose dummy rows bid for their zero-cost dummy columns in long
 ties). Exact ties can make the war climb in steps of ``eps``: past
 :data:`ASYMMETRIC_MAX_ROUNDS` the square form below takes over.
 
+Prices are not warm-started from the previous frame pair (issue 4 asked for it
+"where that helps"): the columns of each pair are new detections with no known
+identity to carry a price over, and in the asymmetric form a nonzero starting
+price on a column that ends unmatched would break the optimality argument above.
+
 Otherwise every problem becomes a *square* min-cost perfect matching with int64 costs:
 
 * gated problems: the square form of Jaqaman et al. (2008) with one

@@ -83,7 +83,8 @@ class _Progress:
         if stage != self.stage:
             self.close()
             self.stage = stage
-            label = {"detect": "Detecting spots", "link": "Linking frames"}.get(stage, stage)
+            label = {"detect": "Detecting spots", "link": "Linking frames", "smooth": "Smoothing links"}.get(
+                stage, stage)
             self.bar = click.progressbar(length=total, label=f"{label:16s}", file=sys.stderr, show_pos=True)
             self.bar.__enter__()
             self._done = 0

@@ -177,7 +177,8 @@ def link_detections(
     solver : str
         Assignment solver (see :func:`tracker.lap.available_solvers`).
     progress : callable, optional
-        Called as ``progress("link", done, total)`` after each frame pair.
+        Called as ``progress("link", done, total)`` after each frame pair, then
+        as ``progress("smooth", done, total)`` in the smoothing pass if it runs.
 
     Returns
     -------
@@ -245,6 +246,8 @@ def link_detections(
             if frame_values[k + 1] == frame_values[k] + 1:
                 state.smooth_pair(positions, np.arange(bounds[k], bounds[k + 1]),
                                   np.arange(bounds[k + 1], bounds[k + 2]), no_link_factor, solver)
+            if progress is not None:
+                progress("smooth", k + 1, n_pairs)
 
     if max_gap > 0 and state.missing_rate() >= GAP_CLOSING_MIN_MISSING:
         close_gaps(

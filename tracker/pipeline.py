@@ -118,7 +118,8 @@ def track_stack(
     device : {"auto", "cpu", "gpu"}
         Where detection runs.
     progress : callable, optional
-        ``progress(stage, done, total)`` with stage ``"detect"`` or ``"link"``.
+        ``progress(stage, done, total)`` with stage ``"detect"``, ``"link"`` or
+        ``"smooth"`` (the linker's smoothing pass, when it runs).
 
     Returns
     -------

@@ -904,7 +904,7 @@ class TrackerWidget(QWidget):
         return source
 
     def _on_progress(self, stage: str, done: int, total: int) -> None:
-        share = {"detect": (0, 85), "link": (85, 100)}.get(stage, (0, 100))
+        share = {"detect": (0, 85), "link": (85, 93), "smooth": (93, 100)}.get(stage, (0, 100))
         fraction = done / total if total else 1.0
         self.progress_bar.setValue(int(share[0] + (share[1] - share[0]) * fraction))
         self.progress_bar.setFormat(f"{stage} {done}/{total}")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 
 import numpy as np
 import pytest
@@ -67,6 +68,9 @@ def test_run_writes_summary_and_detections(simulated, tmp_path):
                     "--spot-radius", "0.8,0.3,0.3", "--max-displacement", "1.2", "--solver", "scipy")
     assert result.exit_code == 0
     assert "15 frames" in result.output and "tracks" in result.output and "detect" in result.output
+    # What the linker decided: estimated persistence, smoothing, missing detections, gap closing.
+    assert re.search(r"linking: persistence 0\.\d\d \(estimated\), smoothing (off|look-ahead|forward successor), "
+                     r"\d+\.\d % of points unlinked, gap closing (on|off)", result.output), result.output
     detections = io.read_table(tmp_path / "d.csv")
     tracks = io.read_table(tmp_path / "t.csv")
     assert len(detections["frame"]) == len(tracks["frame"])

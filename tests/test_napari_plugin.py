@@ -196,6 +196,7 @@ def test_widget_runs_tracking_and_adds_layers(viewer, qtbot):
 
     widget = run_widget(viewer, qtbot)
     assert widget.progress_bar.value() == 100
+    assert "linking: " in widget.status.text() and "gap closing" in widget.status.text()
     image, points, tracks = viewer.layers["sample"], viewer.layers["sample detections"], viewer.layers["sample tracks"]
     np.testing.assert_allclose(image.scale, (1.0, 0.4, 0.15, 0.15))
     np.testing.assert_allclose(points.scale, 1.0)

@@ -20,6 +20,7 @@ from . import __version__
 from .gaps import DEFAULT_GAP_PENALTY, DEFAULT_MAX_GAP
 from .io import InputError, read_stack, read_table, write_stack, write_table
 from .lap import available_solvers
+from .link import summary_text
 
 UM = "µm"
 
@@ -218,6 +219,7 @@ def run(stack, output, detections_path, voxel_size, axes, spot_radius, threshold
             f"total {time.perf_counter() - started:.2f} s",
             err=True,
         )
+        click.echo(summary_text(result.linking), err=True)
 
 
 @main.command()
@@ -238,14 +240,16 @@ def link(detections, output, linking, overwrite, quiet):
         if not np.isfinite(table[name]).all():
             raise InputError(f"{detections}: column {name!r} has missing or non-finite values")
     progress = _Progress(enabled=not quiet)
+    summary: dict = {}
     try:
-        tracks = link_detections(table, progress=progress, **linking)
+        tracks = link_detections(table, progress=progress, summary=summary, **linking)
     finally:
         progress.close()
     write_table(output, tracks, overwrite=overwrite)
     if not quiet:
         n_tracks = len(np.unique(tracks["track_id"])) if len(tracks["track_id"]) else 0
         click.echo(f"{len(tracks['frame'])} points, {n_tracks} tracks -> {output}", err=True)
+        click.echo(summary_text(summary), err=True)
 
 
 @main.command()

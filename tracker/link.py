@@ -126,6 +126,7 @@ def link_detections(
     smoothing: bool = True,
     solver: str = "auto",
     progress: ProgressCallback | None = None,
+    summary: dict | None = None,
 ) -> Table:
     """Link detections into tracks.
 
@@ -179,6 +180,13 @@ def link_detections(
     progress : callable, optional
         Called as ``progress("link", done, total)`` after each frame pair, then
         as ``progress("smooth", done, total)`` in the smoothing pass if it runs.
+    summary : dict, optional
+        Filled with what the linker measured and decided (for reports):
+        ``persistence`` (given or estimated; None without prediction),
+        ``persistence_estimated`` (bool), ``smoothing`` (``"off"``,
+        ``"forward successor"`` or ``"look-ahead"``), ``missing_rate``
+        (fraction of points away from the edge without a link, net of steps
+        past the search radius) and ``gap_closing`` (bool).
 
     Returns
     -------
@@ -240,8 +248,10 @@ def link_detections(
         state.relink_backwards(positions, frames, np.arange(bounds[0], bounds[1]),
                                np.arange(bounds[1], bounds[2]), no_link_factor, solver)
 
+    smoothed = "off"
     if smoothing and state.predicts() and state.model.current_persistence() >= SMOOTHING_MIN_PERSISTENCE:
         state.start_smoothing(positions, frames)
+        smoothed = "look-ahead" if state.lookahead else "forward successor"
         for k in range(n_pairs):
             if frame_values[k + 1] == frame_values[k] + 1:
                 state.smooth_pair(positions, np.arange(bounds[k], bounds[k + 1]),
@@ -249,7 +259,14 @@ def link_detections(
             if progress is not None:
                 progress("smooth", k + 1, n_pairs)
 
-    if max_gap > 0 and state.missing_rate() >= GAP_CLOSING_MIN_MISSING:
+    closing_gaps = max_gap > 0 and state.missing_rate() >= GAP_CLOSING_MIN_MISSING
+    if summary is not None:
+        summary.update(
+            persistence=state.model.current_persistence() if state.predicts() else None,
+            persistence_estimated=persistence is None, smoothing=smoothed, missing_rate=state.missing_rate(),
+            gap_closing=closing_gaps,
+        )
+    if closing_gaps:
         close_gaps(
             positions, frames, state.predecessor, state.link_cost, state.confidence,
             velocity=state.velocity, has_velocity=state.has_velocity,
@@ -627,6 +644,18 @@ class _LinkState:
     def _update_model(self, model, positions, a, b, rows, cols):
         src, dst = a[rows], b[cols]
         model.update(positions[dst] - positions[src], self.velocity[src], self.has_velocity[src])
+
+
+def summary_text(summary: Mapping) -> str:
+    """One line on what :func:`link_detections` measured and decided (its ``summary``), for reports."""
+    if not summary:
+        return "linking: nothing to link"
+    persistence = summary["persistence"]
+    motion = ("no prediction" if persistence is None else
+              f"persistence {persistence:.2f} ({'estimated' if summary['persistence_estimated'] else 'given'})")
+    return (f"linking: {motion}, smoothing {summary['smoothing']}, "
+            f"{100 * summary['missing_rate']:.1f} % of points unlinked, "
+            f"gap closing {'on' if summary['gap_closing'] else 'off'}")
 
 
 def link_frame_pair(

@@ -36,6 +36,8 @@ class TrackingResult:
     voxel_size: tuple[float, float, float]
     timings: dict[str, float] = field(default_factory=dict)
     """Seconds spent per stage (``detect``, ``link``)."""
+    linking: dict = field(default_factory=dict)
+    """What the linker measured and decided (the ``summary`` of :func:`tracker.link.link_detections`)."""
 
     @property
     def n_tracks(self) -> int:
@@ -131,10 +133,11 @@ def track_stack(
     detections = detect_stack(stack, spot_radius_um, threshold, device=device, progress=progress)
     timings["detect"] = time.perf_counter() - start
     start = time.perf_counter()
+    linking: dict = {}
     tracks = link_detections(
         detections, max_displacement_um, no_link_factor=no_link_factor, motion=motion,
         persistence=persistence, adaptive_radius=adaptive_radius, smoothing=smoothing, max_gap=max_gap,
-        gap_penalty=gap_penalty, solver=solver, progress=progress,
+        gap_penalty=gap_penalty, solver=solver, progress=progress, summary=linking,
     )
     timings["link"] = time.perf_counter() - start
-    return TrackingResult(detections, tracks, stack.voxel_size, timings)
+    return TrackingResult(detections, tracks, stack.voxel_size, timings, linking)

@@ -949,9 +949,12 @@ class TrackerWidget(QWidget):
             self.truth_combo.setCurrentText(truth.name)  # triggers _on_truth_changed
             if self.review.ground_truth is None:
                 self._on_truth_changed()
+        from tracker.link import summary_text
+
         timings = ", ".join(f"{k} {v:.2f} s" for k, v in result.timings.items())
         self.status.setText(
-            f"{len(result.detections['frame'])} detections, {result.n_tracks} tracks ({timings})"
+            f"{len(result.detections['frame'])} detections, {result.n_tracks} tracks ({timings})\n"
+            f"{summary_text(result.linking)}"
         )
 
     # ---------------------------------------------------------------- review

@@ -93,8 +93,8 @@ def main() -> None:
         for n in sizes:
             print(candidate_search(n), flush=True)
         print()
-    # Warm-up: compiles every GPU kernel that linking uses (the GPU search from 50k points, the
-    # auction from 10k rows), so that no timed run and no profile counts CuPy's compilation.
+    # Warm-up: compiles every GPU kernel that linking uses (the GPU search and the auction, both from
+    # 2k points), so that no timed run and no profile counts CuPy's compilation.
     linking(60_000, 3)
     rows = [linking(n, args.frames, profile=args.profile and n == max(sizes)) for n in sizes]
     print("| particles × frames | detections | link time | per frame pair | link precision | link recall |")

@@ -186,3 +186,20 @@ def test_fused_sinkhorn_gives_the_launch_per_step_prices(n, rng, monkeypatch):
     for a, b in zip(fused, stepped):
         np.testing.assert_allclose(a, b, rtol=1e-6, atol=1e-7)
     assert np.isfinite(fused[0][:n]).all() and np.ptp(fused[0][:n]) > 0
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("kind, n", [("geometric", 64), ("geometric", 600), ("uniform", 300), ("uniform", 1024)])
+def test_auction_phase_bounds_the_gap(kind, n, rng, monkeypatch):
+    from tracker.lap import dgs
+
+    cost = _geometric(n, rng) if kind == "geometric" else rng.random((n, n)) * 1000
+    opt = cost[scipy.optimize.linear_sum_assignment(cost)].sum()
+    lap.linear_sum_assignment(cost, solver="dgs")
+    assert dgs.LAST_STATS["polish_s"] == 0.0  # off by default
+    monkeypatch.setattr(dgs, "POLISH_GAP", 0.005)
+    rows, cols = lap.linear_sum_assignment(cost, solver="dgs")
+    assert len(np.unique(cols)) == n
+    assert cost[rows, cols].sum() <= opt * (1 + dgs.POLISH_GAP) + 1e-9  # the eps-optimality bound
+    assert _max_pair_gain(cost, rows, cols) <= 1e-9 * cost.max()  # and still 2-exchange optimal
+    assert dgs.LAST_STATS["objective"] <= dgs.LAST_STATS["switched_objective"]

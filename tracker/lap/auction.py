@@ -311,14 +311,17 @@ def eps_schedule(max_cost: int, eps_final: int = 1, alpha: int | None = None, st
 
 
 def auction_square(prob: _Problem, kern, schedule: list[int], prices=None, n_objects: int | None = None,
-                   max_rounds: int | None = None):
+                   max_rounds: int | None = None, start=None):
     """Run the epsilon-scaled auction; returns (column of each row (int32), prices (int64)).
 
     ``n_objects`` (default: as many as rows) columns; more make the problem
     asymmetric (every row matched, columns optional: run it as one phase from
-    zero prices). Past ``max_rounds`` rounds in a phase it raises
-    :class:`_RoundLimit` (default: an :class:`AuctionError` after
-    :data:`MAX_ITERATIONS_PER_ROW` per row).
+    zero prices). ``start``, a column for every row (one-to-one), is the
+    initial assignment: rows that violate eps-complementary slackness at the
+    first eps (with ``prices``) are released, the others keep their column.
+    Past ``max_rounds`` rounds in a phase it raises :class:`_RoundLimit`
+    (default: an :class:`AuctionError` after :data:`MAX_ITERATIONS_PER_ROW`
+    per row).
     """
     xp = kern.xp
     n = prob.n
@@ -326,6 +329,9 @@ def auction_square(prob: _Problem, kern, schedule: list[int], prices=None, n_obj
     price = xp.zeros(n_objects, dtype=np.int64) if prices is None else xp.asarray(prices, dtype=np.int64).copy()
     assigned = xp.full(n, -1, dtype=np.int32)
     owner = xp.full(n_objects, -1, dtype=np.int32)
+    if start is not None:
+        assigned[:] = xp.asarray(start, dtype=np.int32)
+        owner[assigned] = xp.arange(n, dtype=np.int32)
     target = xp.full(n, -1, dtype=np.int32)
     bid = xp.zeros(n, dtype=np.int64)
     col_bid = xp.zeros(n_objects, dtype=np.int64)
@@ -342,7 +348,7 @@ def auction_square(prob: _Problem, kern, schedule: list[int], prices=None, n_obj
 
     for phase, eps in enumerate(schedule):
         phase_start = time.perf_counter()
-        if phase == 0:
+        if phase == 0 and start is None:
             lists[0][:] = xp.arange(n, dtype=np.int32)
             counts[:] = xp.asarray([n, 0], dtype=np.int32)
         else:
@@ -606,6 +612,30 @@ def dense_square_int(cost, *, emulate=False, stop_eps=None):
     assigned, price = auction_square(prob, kern, eps_schedule(max_cost, stop_eps=stop_eps))
     LAST_STATS.update(square_n=n, edges=n * n, exact_integer=exact)
     return assigned.astype(np.int64), price, icost, max_cost
+
+
+def refine_dense(cost, start, column_duals, eps_cost: float, *, emulate=False):
+    """One auction phase on a finite square float matrix from an assignment and dual prices.
+
+    ``start``: a column for every row (one-to-one); ``column_duals``: the
+    columns' duals ``v`` of the cost mapped affinely to [0, 1] (reduced costs
+    ``c - u - v``; the auction's prices are ``-v``); ``eps_cost``: the phase's
+    eps in cost units. The result is eps-optimal: its total is at most
+    ``n * eps_cost`` above the optimum (Bertsekas 1988), whatever the start;
+    a start near the optimum with near-optimal prices only makes it quick.
+    Returns the column of each row (int64).
+    """
+    kern = _kernels(emulate)
+    xp = kern.xp
+    n = cost.shape[0]
+    mapping, max_cost, _ = _integer_map(xp, cost.ravel(), n)
+    scale = max_cost / max(float(cost.max()) - float(cost.min()), 1e-300)
+    eps = max(1, int(eps_cost * scale))
+    prob = _Problem(xp, n, xp.ascontiguousarray(mapping(cost).ravel()), max_cost)
+    prices = -xp.rint(xp.asarray(column_duals, dtype=np.float64)[:n] * max_cost).astype(np.int64)
+    prices -= prices.min()  # bids must be positive (a common shift changes no choice)
+    assigned, _ = auction_square(prob, kern, [eps], prices=prices, start=start)
+    return assigned.astype(np.int64)
 
 
 def solve_dense(cost, *, emulate=False):

@@ -28,6 +28,14 @@ Initial assignment (``init=``):
     near-optimal starts but far slower than the exact Hungarian solvers on
     dense classes.
 
+Optionally (``POLISH_GAP`` > 0, off by default) one phase of the auction of
+:mod:`tracker.lap.auction` then starts from the switched assignment, priced by
+the Sinkhorn duals, with ``eps = POLISH_GAP * objective / n``: an eps-optimal
+assignment is at most ``n * eps`` above the optimum (Bertsekas 1988), so the
+result is at most ``POLISH_GAP`` above it whatever the local search reached;
+switching once more keeps it 2-exchange optimal. Cheap on uniform random
+costs, where switching alone stays several per cent off; slow on geometric ones.
+
 The result is 2-exchange optimal (no pair of rows can swap columns
 profitably, evaluated in float64 on the original cost) unless the time
 limit or the round cap stopped it, but not necessarily optimal: use the
@@ -71,6 +79,14 @@ MAX_ROUNDS = 100_000
 """Cap on switching rounds."""
 CHECK_EVERY = 4
 """Switching rounds queued between two host synchronisations."""
+POLISH_GAP = 0.0
+"""If positive: after switching, one auction phase from the DGS assignment, priced by the Sinkhorn duals,
+with ``eps = POLISH_GAP * objective / n`` (:func:`tracker.lap.auction.refine_dense`), then switching again:
+the result is at most ``POLISH_GAP`` (relative) above the optimum, whatever the local search reached. Off
+by default because of its cost on geometric costs: with 0.005 on one H100 (``dgs_h100.md``, sixth session)
+uniform random costs went from 3.5-12 % above the optimum to under 0.005 % for 3-31 ms more (n = 512-4096),
+but geometric ones took 11 ms, 111 ms, 1.4 s and 8.0 s more at n = 512, 1024, 2048 and 4096 (the exact
+Hungarian solvers: 37 ms to 0.5 s)."""
 
 LAST_STATS: dict = {}
 
@@ -149,7 +165,8 @@ def _sinkhorn(k, cf, sms):
 
 
 def _start(k, cost, init, sms):
-    """Initial assignment (int32 column of each row) and a stats dict."""
+    """Initial assignment (int32 column of each row), a stats dict, and the column duals of the [0, 1]-scaled
+    cost (float32; None for starts without them)."""
     import cupy
 
     n = cost.shape[0]
@@ -159,9 +176,9 @@ def _start(k, cost, init, sms):
         tau = auction.dense_square_int(
             cost, stop_eps=lambda max_cost: max(1, max_cost // (INIT_EPS_DIVISOR * n))
         )[0]
-        return tau.astype(np.int32), {}
+        return tau.astype(np.int32), {}, None
     if init == "identity":
-        return cupy.arange(n, dtype=np.int32), {}
+        return cupy.arange(n, dtype=np.int32), {}, None
     if init not in ("sinkhorn", "greedy"):
         raise ValueError(f"unknown init {init!r}")
     lo, hi = float(cost.min()), float(cost.max())
@@ -174,7 +191,7 @@ def _start(k, cost, init, sms):
         stats["sinkhorn_iters"] = int(SINKHORN_ITERS)
     tau, rounds = _greedy(k, cf, u, v, sms)
     stats["greedy_rounds"] = rounds
-    return tau, stats
+    return tau, stats, v[:n]
 
 
 def solve(cost, *, time_limit: float = None, init: str = None):
@@ -190,7 +207,7 @@ def solve(cost, *, time_limit: float = None, init: str = None):
         return cupy.zeros(n, dtype=np.int64)
     k = _kernels()
     sms = cupy.cuda.Device().attributes["MultiProcessorCount"]
-    tau, init_stats = _start(k, cost, init, sms)
+    tau, init_stats, column_duals = _start(k, cost, init, sms)
     rows = cupy.arange(n)
     cur = cost[rows, tau]
     init_objective = float(cur.sum())
@@ -209,27 +226,48 @@ def solve(cost, *, time_limit: float = None, init: str = None):
     row_grid = (max(1, min(n, sms * 8)),)
     thread_grid = (max(1, min(-(-n // 256), sms * 16)),)
     n32 = np.int32(n)
-    queued = 0
-    timed_out = False
-    while queued < MAX_ROUNDS:
-        for _ in range(min(CHECK_EVERY, MAX_ROUNDS - queued)):
-            k["dgs_eval"](row_grid, (256,),
-                          (n32, cost, cost_t, tau, cur, gain, partner, claim, tol, use_smem, done),
-                          shared_mem=smem)
-            k["dgs_select"](thread_grid, (256,), (n32, gain, partner, claim, done))
-            k["dgs_apply"](thread_grid, (256,), (n32, cost, gain, partner, claim, tau, cur, applied, done))
-            k["dgs_check"]((1,), (1,), (applied, done, counters))
-            queued += 1
-        if int(done[0]):
-            break
-        if time.perf_counter() - start > time_limit:
-            timed_out = True
-            break
+
+    def switch() -> bool:
+        """Switching rounds on ``tau``/``cur`` until none applies; True if the time limit stopped them."""
+        done[:] = 0
+        queued = 0
+        while queued < MAX_ROUNDS:
+            for _ in range(min(CHECK_EVERY, MAX_ROUNDS - queued)):
+                k["dgs_eval"](row_grid, (256,),
+                              (n32, cost, cost_t, tau, cur, gain, partner, claim, tol, use_smem, done),
+                              shared_mem=smem)
+                k["dgs_select"](thread_grid, (256,), (n32, gain, partner, claim, done))
+                k["dgs_apply"](thread_grid, (256,), (n32, cost, gain, partner, claim, tau, cur, applied, done))
+                k["dgs_check"]((1,), (1,), (applied, done, counters))
+                queued += 1
+            if int(done[0]):
+                return False
+            if time.perf_counter() - start > time_limit:
+                return True
+        return False
+
+    timed_out = switch()
+    switched_objective = float(cur.sum())
+    polish_s = 0.0
+    if POLISH_GAP > 0 and not timed_out:
+        # One auction phase bounds the gap; switching again makes the result 2-exchange optimal too.
+        from .auction import refine_dense
+
+        polish_start = time.perf_counter()
+        duals = column_duals if column_duals is not None else cupy.zeros(n, dtype=np.float32)
+        scale_cost = abs(switched_objective) / n if switched_objective else float(cost.max() - cost.min())
+        polished = refine_dense(cost, tau, duals, POLISH_GAP * scale_cost).astype(np.int32)
+        if float(cost[rows, polished].sum()) < switched_objective:
+            tau = polished
+            cur = cost[rows, tau]
+            timed_out = switch()
+        polish_s = time.perf_counter() - polish_start
     rounds, swaps = (int(x) for x in counters.get())
+    objective = float(cur.sum())
     LAST_STATS.clear()
     LAST_STATS.update(init=init, rounds=rounds, swaps=swaps, init_s=t_init, total_s=time.perf_counter() - start,
-                      timed_out=timed_out, converged=bool(int(done[0])), init_objective=init_objective,
-                      objective=float(cur.sum()), **init_stats)
+                      timed_out=timed_out, converged=not timed_out, init_objective=init_objective,
+                      switched_objective=switched_objective, polish_s=polish_s, objective=objective, **init_stats)
     return tau.astype(np.int64)
 
 
@@ -256,7 +294,8 @@ register_solver(
     Solver(
         name="dgs",
         description="GPU Deep Greedy Switching (Roverso et al. 2010) from a Sinkhorn-price greedy start: "
-        "heuristic (2-exchange optimal, not exact), time limit tracker.lap.dgs.TIME_LIMIT_S",
+        "heuristic (2-exchange optimal, not exact; tracker.lap.dgs.POLISH_GAP bounds the gap at a cost), "
+        "time limit tracker.lap.dgs.TIME_LIMIT_S",
         gpu=True,
         exact=False,
         dense=solve_dense,

@@ -340,3 +340,20 @@ def test_gated_cupy_inputs():
 @pytest.mark.gpu
 def test_auto_picks_auction_for_gated():
     assert lap.get_solver("auto", "gated").name in ("auction",) or lap.get_solver("auto", "gated").priority("gated") >= 100
+
+
+def test_refine_dense_is_eps_optimal_from_any_start_and_prices(rng):
+    # One auction phase from an arbitrary assignment and arbitrary column duals: within n * eps of the optimum.
+    for trial in range(60):
+        n = int(rng.integers(2, 30))
+        a, b = rng.random((n, 2)) * 1000, rng.random((n, 2)) * 1000
+        cost = np.sqrt(((a[:, None] - b[None]) ** 2).sum(-1))
+        if trial % 3 == 0:
+            cost = np.floor(cost)
+        optimum = cost[scipy.optimize.linear_sum_assignment(cost)].sum()
+        start = rng.permutation(n)
+        eps_cost = (0.005, 0.05, 0.0)[trial % 3] * cost[np.arange(n), start].sum() / n
+        got = auction.refine_dense(cost, start, rng.random(n) * 0.3, eps_cost, emulate=True)
+        assert sorted(got.tolist()) == list(range(n))
+        resolution = (cost.max() - cost.min()) / (1 << auction.COST_BITS)  # eps_cost 0: one integer unit
+        assert cost[np.arange(n), got].sum() <= optimum + n * max(eps_cost, resolution) * (1 + 1e-6) + 1e-9 * optimum

@@ -262,8 +262,8 @@ def link_detections(
     closing_gaps = max_gap > 0 and state.missing_rate() >= GAP_CLOSING_MIN_MISSING
     if summary is not None:
         summary.update(
-            persistence=state.model.current_persistence() if state.predicts() else None,
-            persistence_estimated=persistence is None, smoothing=smoothed, missing_rate=state.missing_rate(),
+            persistence=float(state.model.current_persistence()) if state.predicts() else None,
+            persistence_estimated=persistence is None, smoothing=smoothed, missing_rate=float(state.missing_rate()),
             gap_closing=closing_gaps,
         )
     if closing_gaps:

@@ -228,7 +228,8 @@ def solve(cost, *, time_limit: float = None, init: str = None):
     n32 = np.int32(n)
 
     def switch() -> bool:
-        """Switching rounds on ``tau``/``cur`` until none applies; True if the time limit stopped them."""
+        """Switching rounds on ``tau``/``cur`` until none applies (``done``) or the time limit (returns True)
+        or the round cap stops them."""
         done[:] = 0
         queued = 0
         while queued < MAX_ROUNDS:
@@ -266,7 +267,7 @@ def solve(cost, *, time_limit: float = None, init: str = None):
     objective = float(cur.sum())
     LAST_STATS.clear()
     LAST_STATS.update(init=init, rounds=rounds, swaps=swaps, init_s=t_init, total_s=time.perf_counter() - start,
-                      timed_out=timed_out, converged=not timed_out, init_objective=init_objective,
+                      timed_out=timed_out, converged=bool(int(done[0])), init_objective=init_objective,
                       switched_objective=switched_objective, polish_s=polish_s, objective=objective, **init_stats)
     return tau.astype(np.int64)
 

@@ -191,10 +191,8 @@ def _candidates_gpu(source_um: np.ndarray, target_um: np.ndarray, radius_um: flo
     from .backend import to_numpy
     from .gating_gpu import gated_links_gpu
 
-    rows, cols, _ = gated_links_gpu(source_um, target_um, radius_um * (1 + 1e-9) + 1e-12)
-    rows, cols = to_numpy(rows).astype(np.int64), to_numpy(cols).astype(np.int64)
-    order = np.argsort(rows * len(target_um) + cols)  # keys are distinct
-    return rows[order], cols[order]
+    rows, cols, _ = gated_links_gpu(source_um, target_um, radius_um * (1 + 1e-9) + 1e-12)  # sorted on the GPU
+    return to_numpy(rows).astype(np.int64), to_numpy(cols).astype(np.int64)
 
 
 def _candidates_kdtree(source_um: np.ndarray, tree: cKDTree, radius: np.ndarray):

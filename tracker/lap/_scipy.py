@@ -85,8 +85,8 @@ def solve_gated(
     col_used[cols] = True
     row_nodes = _NodeOrder(labels[:n_rows], row_used)
     col_nodes = _NodeOrder(labels[n_rows:], col_used)
-    side = np.maximum(np.bincount(row_nodes.label[row_nodes.order], minlength=n_labels),
-                      np.bincount(col_nodes.label[col_nodes.order], minlength=n_labels))
+    side = np.maximum(np.bincount(row_nodes.sorted_label, minlength=n_labels),
+                      np.bincount(col_nodes.sorted_label, minlength=n_labels))
 
     # The pruned single edge of an isolated pair always beats "no link".
     single = edges_per_label[edge_label] == 1
@@ -127,26 +127,27 @@ def solve_gated(
 
 
 class _NodeOrder:
-    """The used rows (or columns) of a gated problem ordered by (component, index), and each one's rank
-    (0, 1, ...) within its component: computed once, shared by every bucket of components."""
+    """The used rows (or columns) of a gated problem ordered by (component, index) (``order``, with their
+    labels ``sorted_label``), and each one's rank (0, 1, ...) within its component: computed once, shared by
+    every bucket of components."""
 
     def __init__(self, label: np.ndarray, used: np.ndarray):
         self.label = label
         used_nodes = np.flatnonzero(used)
         self.order = used_nodes[np.argsort(label[used_nodes], kind="stable")]
-        sorted_label = label[self.order]
-        first = np.r_[0, np.flatnonzero(np.diff(sorted_label)) + 1]
-        starts = np.repeat(first, np.diff(np.r_[first, len(sorted_label)]))
+        self.sorted_label = label[self.order]
+        first = np.r_[0, np.flatnonzero(np.diff(self.sorted_label)) + 1]
+        starts = np.repeat(first, np.diff(np.r_[first, len(self.order)]))
         self.rank = np.zeros(len(label), dtype=np.int64)
-        self.rank[self.order] = np.arange(len(sorted_label)) - starts
+        self.rank[self.order] = np.arange(len(self.order)) - starts
 
 
 class _Bucket:
     """The components of ``label_mask`` (a boolean per component label), numbered 0, 1, ... as blocks.
 
-    ``edges`` indexes the problem's edges in the bucket; for rows (and likewise columns): ``row_nodes``
-    (distinct, by (block, index)), ``row_block`` and ``row_rank`` of each, and ``local_row`` (the rank
-    of each edge's row within its block).
+    ``edges`` indexes the problem's edges in the bucket (``cols``: their columns); for rows (and likewise
+    columns): ``row_nodes`` (distinct, by (block, index)), ``row_block`` and ``row_rank`` of each, and
+    ``local_row`` (the rank of each edge's row within its block).
     """
 
     def __init__(self, label_mask, edge_label, rows, cols, row_order: _NodeOrder, col_order: _NodeOrder):
@@ -156,15 +157,16 @@ class _Bucket:
         block_of_label = np.cumsum(label_mask) - 1
         self.edges = np.flatnonzero(label_mask[edge_label])
         self.block = block_of_label[edge_label[self.edges]]
-        self.rows, self.cols = rows[self.edges], cols[self.edges]
+        self.cols = cols[self.edges]
         self.row_nodes, self.row_block, self.row_rank = self._nodes(row_order, label_mask, block_of_label)
         self.col_nodes, self.col_block, self.col_rank = self._nodes(col_order, label_mask, block_of_label)
-        self.local_row, self.local_col = row_order.rank[self.rows], col_order.rank[self.cols]
+        self.local_row, self.local_col = row_order.rank[rows[self.edges]], col_order.rank[self.cols]
 
     @staticmethod
     def _nodes(order: _NodeOrder, label_mask, block_of_label):
-        nodes = order.order[label_mask[order.label[order.order]]]
-        return nodes, block_of_label[order.label[nodes]], order.rank[nodes]
+        in_bucket = label_mask[order.sorted_label]
+        nodes = order.order[in_bucket]
+        return nodes, block_of_label[order.sorted_label[in_bucket]], order.rank[nodes]
 
 
 SMALL_COMPONENT_SIZE = 4

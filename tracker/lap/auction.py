@@ -595,6 +595,13 @@ def solve_sparse(indptr, indices, data, shape, *, emulate=False):
     return _full_row_matching(kern, n, m, rows, cols, data)
 
 
+def _dense_problem(xp, cost):
+    """A finite square float matrix as the auction's int64 problem (see :func:`_integer_map`); also whether the
+    costs were integers (then the final eps of 1 is exact)."""
+    mapping, max_cost, exact = _integer_map(xp, cost.ravel(), cost.shape[0])
+    return _Problem(xp, cost.shape[0], xp.ascontiguousarray(mapping(cost).ravel()), max_cost), exact
+
+
 def dense_square_int(cost, *, emulate=False, stop_eps=None):
     """Auction on a finite square float matrix: (column of each row, prices, int costs, max cost).
 
@@ -604,9 +611,8 @@ def dense_square_int(cost, *, emulate=False, stop_eps=None):
     kern = _kernels(emulate)
     xp = kern.xp
     n = cost.shape[0]
-    mapping, max_cost, exact = _integer_map(xp, cost.ravel(), n)
-    icost = xp.ascontiguousarray(mapping(cost).ravel())
-    prob = _Problem(xp, n, icost, max_cost)
+    prob, exact = _dense_problem(xp, cost)
+    icost, max_cost = prob.cost, prob.max_cost
     if callable(stop_eps):
         stop_eps = stop_eps(max_cost)
     assigned, price = auction_square(prob, kern, eps_schedule(max_cost, stop_eps=stop_eps))
@@ -628,10 +634,9 @@ def refine_dense(cost, start, column_duals, eps_cost: float, *, emulate=False):
     kern = _kernels(emulate)
     xp = kern.xp
     n = cost.shape[0]
-    mapping, max_cost, _ = _integer_map(xp, cost.ravel(), n)
-    scale = max_cost / max(float(cost.max()) - float(cost.min()), 1e-300)
-    eps = max(1, int(eps_cost * scale))
-    prob = _Problem(xp, n, xp.ascontiguousarray(mapping(cost).ravel()), max_cost)
+    prob, _ = _dense_problem(xp, cost)
+    max_cost = prob.max_cost
+    eps = max(1, int(eps_cost * max_cost / max(float(cost.max()) - float(cost.min()), 1e-300)))
     prices = -xp.rint(xp.asarray(column_duals, dtype=np.float64)[:n] * max_cost).astype(np.int64)
     prices -= prices.min()  # bids must be positive (a common shift changes no choice)
     assigned, _ = auction_square(prob, kern, [eps], prices=prices, start=start)

@@ -56,6 +56,8 @@ def test_nearest_target_matches_brute_force(rng):
     assert np.all(empty_index == -1) and np.all(np.isinf(empty_sq))
     with pytest.raises(ValueError, match="positive"):
         costs.nearest_target(query, target, 0.0)
+    with pytest.raises(ValueError, match="target_tree holds 3 points"):
+        costs.nearest_target(query, target, 0.8, target_tree=costs.target_tree_of(target[:3]))
 
 
 @pytest.mark.gpu

@@ -117,6 +117,7 @@ def gated_links_per_source(
     empty = np.empty(0, dtype=np.int64)
     if len(source_um) == 0 or len(target_um) == 0:
         return empty, empty.copy(), np.empty(0)
+    _check_tree(target_tree, target_um)
     if searches_on_gpu(len(source_um)):
         rows, cols = _candidates_gpu(source_um, target_um, float(radius.max()))
     else:
@@ -154,6 +155,7 @@ def nearest_target(
     radius = float(radius_um)
     if radius <= 0 or not np.isfinite(radius):
         raise ValueError(f"the radius must be a positive number of µm, got {radius_um}")
+    _check_tree(target_tree, target_um)
     index = np.full(len(query_um), -1, dtype=np.int64)
     if len(query_um) and len(target_um):
         if searches_on_gpu(len(query_um)):
@@ -170,6 +172,12 @@ def nearest_target(
     delta = query_um[hit] - target_um[index[hit]]
     distance_sq[hit] = np.sum(delta * delta, axis=1)
     return index, distance_sq
+
+
+def _check_tree(tree: cKDTree | None, target_um: np.ndarray) -> None:
+    """A given k-d tree must be over ``target_um`` (checked by size: its points are the caller's word)."""
+    if tree is not None and tree.n != len(target_um):
+        raise ValueError(f"target_tree holds {tree.n} points, target_um {len(target_um)}")
 
 
 def searches_on_gpu(n_queries: int) -> bool:

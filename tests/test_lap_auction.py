@@ -173,6 +173,53 @@ def test_dense_larger(shape, kind, rng):
 
 
 @pytest.mark.gpu
+@pytest.mark.parametrize("finish", ["sap", "tree", None])
+@pytest.mark.parametrize("phase_stop", [0.0, 0.01, 0.3])
+def test_dense_exact_finish_settings(finish, phase_stop, monkeypatch):
+    """Every way a dense auction can end (the Hungarian finish after truncated phases, or the auction alone)
+    equals SciPy on 150 random instances per setting: square and rectangular, forbidden entries, ties."""
+    monkeypatch.setattr(auction, "DENSE_FINISH", finish)
+    monkeypatch.setattr(auction, "DENSE_PHASE_STOP", phase_stop)
+    monkeypatch.setattr(auction, "DENSE_PHASE_STOP_MIN", 0 if phase_stop == 0 else 8)
+    rng = np.random.default_rng([["sap", "tree", None].index(finish), int(phase_stop * 100)])
+    kinds = ("int_small", "int_n", "int_10n", "float", "geometric", "negative", "wide", "ties", "inf", "inf_int")
+    for trial in range(150):
+        n = int(rng.integers(1, 160))
+        m = n if trial % 3 else int(rng.integers(1, 160))
+        cost = random_costs(rng, n, m, kinds[trial % len(kinds)])
+        try:
+            expected = cost[scipy.optimize.linear_sum_assignment(cost)].sum()
+        except ValueError:
+            with pytest.raises(ValueError, match="infeasible"):
+                lap.linear_sum_assignment(cost, solver="auction")
+            continue
+        rows, cols = lap.linear_sum_assignment(cost, solver="auction")
+        assert len(rows) == min(n, m) and len(np.unique(cols)) == len(cols)
+        got = cost[rows, cols].sum()
+        finite = cost[np.isfinite(cost)]
+        if np.all(finite == np.round(finite)):
+            assert got == expected, (trial, n, m)
+        else:
+            np.testing.assert_allclose(got, expected, rtol=1e-9, atol=1e-12)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("kind", ["int_small", "int_n", "float", "geometric"])
+def test_dense_exact_finish_large(kind):
+    """n = 2000: the truncated auction hands over; the objective equals SciPy's; the stats add up."""
+    rng = np.random.default_rng(7)
+    cost = random_costs(rng, 2000, 2000, kind)
+    stats: dict = {}
+    import cupy
+
+    col = auction.dense_with_exact_finish(cupy.asarray(cost), stats=stats).get()
+    assert sorted(col.tolist()) == list(range(2000))
+    expected = cost[scipy.optimize.linear_sum_assignment(cost)].sum()
+    np.testing.assert_allclose(cost[np.arange(2000), col].sum(), expected, rtol=1e-12)
+    assert stats["form"] == "dense+finish" and stats["rounds"] > 0 and 0 <= stats["kept"] <= 2000
+
+
+@pytest.mark.gpu
 def test_dense_cupy_in_cupy_out_and_ties():
     import cupy
 

@@ -264,12 +264,14 @@ __device__ int gauss_seidel_tail(const Problem& p, i64* price, int* list, int* c
             if (lane == 0 && push) list[atomicAdd(count, 1)] = i;                                    \
         }                                                                                            \
     }                                                                                                \
-    /* The whole remaining auction of a phase in one block (few unassigned rows): no launches. */   \
+    /* The remaining auction of a phase in one block (few unassigned rows): no launches. It stops   \
+       once at most stop_count rows are unassigned (0: the end of the phase). */                     \
     extern "C" __global__ void __launch_bounds__(1024) auction_tail_##SUFFIX(PROBLEM_ARGS, i64* price, int* list0, int* list1,  \
                                                       int* counts, int parity, i64 eps, int* target, \
                                                       i64* bid, i64* col_bid, int* winner,           \
                                                       int* owner, int* assigned, int max_iters,      \
-                                                      int gs_rows, int* iters_done, int* error) {    \
+                                                      int gs_rows, int stop_count, int* iters_done,  \
+                                                      int* error) {                                  \
         MAKE_PROBLEM;                                                                                \
         int tid = threadIdx.x, nthreads = blockDim.x;                                                \
         int lane = tid & 31, warp = tid >> 5, nwarps = nthreads >> 5;                                \
@@ -280,7 +282,8 @@ __device__ int gauss_seidel_tail(const Problem& p, i64* price, int* list, int* c
             int* cur_count = counts + parity;                                                        \
             int* nxt_count = counts + (1 - parity);                                                  \
             int count = *(volatile int*)cur_count;                                                   \
-            if (count == 0 || *(volatile int*)error) break;                                          \
+            /* stop_count > 0: a truncated phase (the dense auction's exact finish takes the rest) */ \
+            if (count <= stop_count || *(volatile int*)error) break;                                 \
             if (count <= gs_rows) {                                                                  \
                 it = gauss_seidel_tail<DENSE>(p, price, cur, cur_count, eps, owner, assigned, max_iters, \
                                               it, error);                                            \
@@ -318,4 +321,22 @@ extern "C" __global__ void auction_reset(const int* list, const int* count, cons
                                          i64* col_bid, int* winner) {
     reset_step(list, *count, target, col_bid, winner, blockIdx.x * blockDim.x + threadIdx.x,
                gridDim.x * blockDim.x);
+}
+
+// Exact finish of the dense auction (auction.py, dense_with_exact_finish): the row duals
+// u[i] = min_j (c[i, j] - v[j]) of the Hungarian, from the auction's prices as column duals v (float64
+// cost matrix, row-major n x m). One block of 256 threads per row.
+extern "C" __global__ void dense_row_min_reduced(const double* __restrict__ c, const double* __restrict__ v,
+                                                 int m, double* __restrict__ u) {
+    __shared__ double part[256];
+    const double* row = c + (i64)blockIdx.x * m;
+    double best = 1.0 / 0.0;
+    for (int j = threadIdx.x; j < m; j += blockDim.x) best = fmin(best, row[j] - v[j]);
+    part[threadIdx.x] = best;
+    __syncthreads();
+    for (int s = blockDim.x / 2; s > 0; s >>= 1) {
+        if (threadIdx.x < s) part[threadIdx.x] = fmin(part[threadIdx.x], part[threadIdx.x + s]);
+        __syncthreads();
+    }
+    if (threadIdx.x == 0) u[blockIdx.x] = part[0];
 }

@@ -80,6 +80,22 @@ GAUSS_SEIDEL_QUEUE = 64
 ASYMMETRIC_MAX_ROUNDS = 50_000
 """Bidding rounds (plus one per row) after which the asymmetric form gives way to the square one."""
 
+DENSE_FINISH: str | None = "sap"
+"""How a dense problem ends on the GPU. ``"sap"``: the auction's prices go to the Hungarian solvers' exact
+finish (step 5a, an auction with eps = 0 on exact duals, then Dijkstra-order augmenting paths:
+:func:`tracker.lap.hungarian_tree.sap_finish`); ``"tree"``: the multi-tree Hungarian phases first, then
+that finish (for costs with many ties); ``None``: the auction alone, epsilon-scaled down to ``eps = 1``
+on the integer map (exact there; also what the NumPy emulation runs)."""
+DENSE_ALPHA = 8
+"""Epsilon-scaling factor of the dense auction before an exact finish."""
+DENSE_HANDOFF_EPS = 1e-6
+"""Epsilon of the last auction phase before the exact finish, relative to the largest (mapped) cost."""
+DENSE_PHASE_STOP = 0.01
+"""Before an exact finish, every auction phase stops once at most this fraction of the rows (and at least
+:data:`DENSE_PHASE_STOP_MIN`) are unassigned: the end of a phase is long chains of single evictions, a
+bidding round each, which the next phase or the finish does better."""
+DENSE_PHASE_STOP_MIN = 8
+
 LAST_STATS: dict = {}
 """Counters of the last solve (phases, rounds, tail launches, mode) for benchmarks."""
 
@@ -106,7 +122,7 @@ class _CudaKernels:
 
         self.xp = cupy
         module = load_module("auction.cu")
-        names = ["auction_claim", "auction_reset"]
+        names = ["auction_claim", "auction_reset", "dense_row_min_reduced"]
         for suffix in ("csr", "dense"):
             names += [f"auction_bid_{suffix}", f"auction_init_{suffix}", f"auction_tail_{suffix}"]
         self.functions = {name: module.get_function(name) for name in names}
@@ -137,12 +153,12 @@ class _CudaKernels:
         )
 
     def tail(self, prob, price, list0, list1, counts, parity, eps, target, bid, col_bid, winner, owner,
-             assigned, max_iters, info, error):
+             assigned, max_iters, stop_count, info, error):
         self.functions[f"auction_tail_{prob.layout}"](
             (1,), (1024,),
             (*prob.args, price, list0, list1, counts, np.int32(parity), np.int64(eps), target, bid, col_bid,
              winner, owner, assigned, np.int32(max_iters), np.int32(min(GAUSS_SEIDEL_ROWS, GAUSS_SEIDEL_QUEUE)),
-             info, error),
+             np.int32(stop_count), info, error),
         )
 
 
@@ -222,12 +238,12 @@ class _EmulatedKernels:
                 count[0] += 1
 
     def tail(self, prob, price, list0, list1, counts, parity, eps, target, bid, col_bid, winner, owner,
-             assigned, max_iters, info, error):
+             assigned, max_iters, stop_count, info, error):
         it = 0
         while it < max_iters:
             cur, nxt = (list1, list0) if parity else (list0, list1)
             cur_count, nxt_count = counts[parity:parity + 1], counts[1 - parity:2 - parity]
-            if cur_count[0] == 0 or error[0]:
+            if cur_count[0] <= stop_count or error[0]:
                 break
             if cur_count[0] <= min(GAUSS_SEIDEL_ROWS, GAUSS_SEIDEL_QUEUE):
                 it = self._gauss_seidel(prob, price, cur, cur_count, eps, owner, assigned, max_iters, it, error)
@@ -311,8 +327,8 @@ def eps_schedule(max_cost: int, eps_final: int = 1, alpha: int | None = None, st
 
 
 def auction_square(prob: _Problem, kern, schedule: list[int], prices=None, n_objects: int | None = None,
-                   max_rounds: int | None = None, start=None):
-    """Run the epsilon-scaled auction; returns (column of each row (int32), prices (int64)).
+                   max_rounds: int | None = None, start=None, stop_rows: int = 0):
+    """Run the epsilon-scaled auction; returns (column of each row (int32, -1: unassigned), prices (int64)).
 
     ``n_objects`` (default: as many as rows) columns; more make the problem
     asymmetric (every row matched, columns optional: run it as one phase from
@@ -321,7 +337,9 @@ def auction_square(prob: _Problem, kern, schedule: list[int], prices=None, n_obj
     first eps (with ``prices``) are released, the others keep their column.
     Past ``max_rounds`` rounds in a phase it raises :class:`_RoundLimit`
     (default: an :class:`AuctionError` after :data:`MAX_ITERATIONS_PER_ROW`
-    per row).
+    per row). ``stop_rows > 0`` truncates every phase once at most that many
+    rows are unassigned (they bid again in the next phase; after the last one
+    the caller must finish them: :func:`solve_dense`'s exact finish).
     """
     xp = kern.xp
     n = prob.n
@@ -361,7 +379,7 @@ def auction_square(prob: _Problem, kern, schedule: list[int], prices=None, n_obj
             stats["syncs"] += 1
             if int(error[0]):
                 raise AuctionError("a row of the square problem has no edge (internal error; please report)")
-            if count == 0:
+            if count <= stop_rows:
                 break
             if rounds > max_rounds:
                 if limited:
@@ -372,7 +390,7 @@ def auction_square(prob: _Problem, kern, schedule: list[int], prices=None, n_obj
                 )
             if count <= tail_rows:
                 kern.tail(prob, price, lists[0], lists[1], counts, parity, eps, target, bid, col_bid, winner,
-                          owner, assigned, min(1 << 20, max_rounds + 1 - rounds), info, error)
+                          owner, assigned, min(1 << 20, max_rounds + 1 - rounds), stop_rows, info, error)
                 done, parity = (int(v) for v in info)
                 rounds += done
                 stats["tails"] += 1
@@ -643,8 +661,97 @@ def refine_dense(cost, start, column_duals, eps_cost: float, *, emulate=False):
     return assigned.astype(np.int64)
 
 
-def solve_dense(cost, *, emulate=False):
-    """Backend ``dense`` entry point: ``(n, m)`` float64, ``n <= m``, entries finite or ``+inf``."""
+def dense_with_exact_finish(cost, *, finish: str = "sap", stats: dict | None = None):
+    """Dense problem on the GPU: a truncated epsilon-scaled auction, then an exact Hungarian finish.
+
+    The issue's second road to exactness ("finish with a shortest-augmenting-path/Hungarian phase
+    warm-started from the auction prices"). The auction runs its epsilon phases (factor
+    :data:`DENSE_ALPHA`, down to :data:`DENSE_HANDOFF_EPS` of the cost range), each stopped once few rows
+    are unassigned (:data:`DENSE_PHASE_STOP`). Its prices ``p`` (int64 on the mapped costs) become column
+    duals ``v = -p / scale`` in cost units (integers for integer costs, so that the Hungarian's exact
+    integer tolerance holds), row duals ``u = min_j (C[i, j] - v[j])`` (feasible by construction), and
+    every auction pair that is tight under them is kept. The Hungarian finish then matches the rest
+    exactly (``finish``: see :data:`DENSE_FINISH`). ``cost``: ``(n, m)`` CuPy float64, ``n <= m``,
+    finite or ``+inf`` (forbidden: a big-M, as for the Hungarian solvers). Returns the column of each row
+    (int64), or ``-1`` everywhere when infeasible.
+    """
+    import cupy as cp
+
+    from . import _gpu_common, hungarian_tree
+
+    t0 = time.perf_counter()
+    n0 = cost.shape[0]
+    problem = _gpu_common.prepare_dense(cost)
+    if problem.infeasible:
+        return _gpu_common.infeasible_result(n0, cp)
+    c = cp.ascontiguousarray(_gpu_common.pad_square(problem.cost, 0.0), dtype=cp.float64)
+    n = c.shape[0]
+    if n == 1:
+        return _gpu_common.finish(problem, cost, cp.zeros(1, dtype=np.int64))
+    prob, _ = _dense_problem(cp, c)
+    span = float(c.max()) - float(c.min())
+    scale = prob.max_cost / span if span > 0 else 1.0  # mapped units per cost unit
+    stop_rows = max(DENSE_PHASE_STOP_MIN, int(DENSE_PHASE_STOP * n))
+    schedule = eps_schedule(prob.max_cost, alpha=DENSE_ALPHA,
+                            stop_eps=max(1, int(DENSE_HANDOFF_EPS * prob.max_cost)))
+    assigned, price = auction_square(prob, _kernels(False), schedule, stop_rows=stop_rows)
+    auction_stats = dict(LAST_STATS)
+    t1 = time.perf_counter()  # auction_square's last count read synchronised
+
+    v = -price.astype(np.float64) / scale
+    if problem.integral:
+        v = cp.rint(v)
+    u = _row_min_reduced(c, v)
+    rows = cp.arange(n, dtype=np.int32)
+    has = assigned >= 0
+    col = cp.where(has, assigned, 0)
+    c_own, v_own = c[rows, col], v[col]
+    slack = c_own - u - v_own
+    magnitude = cp.maximum(cp.maximum(cp.abs(c_own), cp.abs(u)), cp.abs(v_own))
+    tight = has & (slack <= problem.eps + problem.eps_rel * magnitude)
+    col4row = cp.where(tight, assigned, -1).astype(cp.int32)
+    row4col = cp.full(n, -1, dtype=cp.int32)
+    row4col[col4row[tight]] = rows[tight]
+    finish_stats: dict = {}
+    mod = hungarian_tree._module()
+    kept = int(tight.sum())
+    free = n - kept
+    if free and finish == "tree":
+        free = hungarian_tree.tree_phases(cp, mod, c, n, n, problem.eps, problem.eps_rel, u, v, col4row, row4col,
+                                          finish_stats)
+    if free:
+        hungarian_tree.sap_finish(cp, mod, c, n, n, u, v, col4row, row4col, finish_stats)
+    result = _gpu_common.finish(problem, cost, col4row[:n0])
+    t2 = time.perf_counter()
+    LAST_STATS.clear()
+    LAST_STATS.update(form="dense+finish", finish=finish, square_n=n, stop_rows=stop_rows,
+                      phases=auction_stats["phases"], rounds=auction_stats["rounds"],
+                      phase_rounds=auction_stats["phase_rounds"], kept=kept,
+                      auction_s=t1 - t0, finish_s=t2 - t1, **finish_stats)
+    if stats is not None:
+        stats.update(LAST_STATS)
+    return result
+
+
+def _row_min_reduced(c, v):
+    """``min_j (c[i, j] - v[j])`` for every row i (CuPy; one block per row, no n x n temporary)."""
+    import cupy as cp
+
+    n, m = c.shape
+    u = cp.empty(n, dtype=cp.float64)
+    _cuda_kernels().functions["dense_row_min_reduced"]((n,), (256,), (c, v, np.int32(m), u))
+    return u
+
+
+def solve_dense(cost, *, emulate=False, stats: dict | None = None):
+    """Backend ``dense`` entry point: ``(n, m)`` float64, ``n <= m``, entries finite or ``+inf``.
+
+    On the GPU (and :data:`DENSE_FINISH` set) the auction hands over to an exact Hungarian finish
+    (:func:`dense_with_exact_finish`); otherwise it runs alone to exactness on the integer map.
+    ``stats``: filled with the solve's counters (:data:`LAST_STATS`).
+    """
+    if not emulate and DENSE_FINISH is not None:
+        return dense_with_exact_finish(cost, finish=DENSE_FINISH, stats=stats)
     kern = _kernels(emulate)
     xp = kern.xp
     cost = xp.asarray(cost, dtype=np.float64)
@@ -653,9 +760,13 @@ def solve_dense(cost, *, emulate=False):
     if n == m and bool(finite.all()):
         if n == 1:
             return xp.zeros(1, dtype=np.int64)
-        return dense_square_int(cost, emulate=emulate)[0]
-    rows, cols = xp.nonzero(finite)
-    return _full_row_matching(kern, n, m, rows.astype(np.int64), cols.astype(np.int64), cost[rows, cols])
+        result = dense_square_int(cost, emulate=emulate)[0]
+    else:
+        rows, cols = xp.nonzero(finite)
+        result = _full_row_matching(kern, n, m, rows.astype(np.int64), cols.astype(np.int64), cost[rows, cols])
+    if stats is not None:
+        stats.update(LAST_STATS)
+    return result
 
 
 register_solver(

@@ -29,24 +29,26 @@ import tracker.lap as lap  # noqa: E402
 from tracker.lap import auction  # noqa: E402
 
 SETTINGS = {
-    # name: module attributes of tracker.lap.auction
+    # name: module attributes of tracker.lap.auction; any "FINISH:ALPHA:HANDOFF:STOP" also works
     "default": {},
-    "sap a8 h1e-6 s.01": dict(DENSE_FINISH="sap", DENSE_ALPHA=8, DENSE_HANDOFF_EPS=1e-6, DENSE_PHASE_STOP=0.01),
-    "sap a8 h1e-6 s.03": dict(DENSE_FINISH="sap", DENSE_ALPHA=8, DENSE_HANDOFF_EPS=1e-6, DENSE_PHASE_STOP=0.03),
-    "sap a8 h1e-4 s.01": dict(DENSE_FINISH="sap", DENSE_ALPHA=8, DENSE_HANDOFF_EPS=1e-4, DENSE_PHASE_STOP=0.01),
-    "sap a8 h1e-8 s.003": dict(DENSE_FINISH="sap", DENSE_ALPHA=8, DENSE_HANDOFF_EPS=1e-8, DENSE_PHASE_STOP=0.003),
-    "sap a4 h1e-6 s.01": dict(DENSE_FINISH="sap", DENSE_ALPHA=4, DENSE_HANDOFF_EPS=1e-6, DENSE_PHASE_STOP=0.01),
-    "sap a16 h1e-6 s.01": dict(DENSE_FINISH="sap", DENSE_ALPHA=16, DENSE_HANDOFF_EPS=1e-6, DENSE_PHASE_STOP=0.01),
-    "tree a8 h1e-6 s.01": dict(DENSE_FINISH="tree", DENSE_ALPHA=8, DENSE_HANDOFF_EPS=1e-6, DENSE_PHASE_STOP=0.01),
-    "tree a8 h1e-3 s.03": dict(DENSE_FINISH="tree", DENSE_ALPHA=8, DENSE_HANDOFF_EPS=1e-3, DENSE_PHASE_STOP=0.03),
     "auction alone": dict(DENSE_FINISH=None),
 }
 
 
-def apply(setting: dict) -> dict:
+def setting(name: str) -> dict:
+    """Module attributes of a setting: a name of :data:`SETTINGS`, or ``FINISH:ALPHA:HANDOFF:STOP``
+    (e.g. ``sap:8:1e-6:0.003``; a STOP of 0 runs every phase to its end but the last 8 rows)."""
+    if name in SETTINGS:
+        return SETTINGS[name]
+    finish, alpha, handoff, stop = name.split(":")
+    return dict(DENSE_FINISH=finish, DENSE_ALPHA=int(alpha), DENSE_HANDOFF_EPS=float(handoff),
+                DENSE_PHASE_STOP=float(stop))
+
+
+def apply(values: dict) -> dict:
     """Set module attributes; returns the previous values."""
-    old = {k: getattr(auction, k) for k in setting}
-    for k, v in setting.items():
+    old = {k: getattr(auction, k) for k in values}
+    for k, v in values.items():
         setattr(auction, k, v)
     return old
 
@@ -55,7 +57,7 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--sizes", default="1000,4096")
     ap.add_argument("--classes", default=",".join(CLASSES))
-    ap.add_argument("--settings", default=",".join(k for k in SETTINGS if k != "auction alone"))
+    ap.add_argument("--settings", default="default,sap:8:1e-6:0.003,sap:4:1e-6:0.003,tree:8:1e-6:0.003")
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--alone-max-n", type=int, default=1000, help="run 'auction alone' only up to this n")
     ap.add_argument("--markdown", default="")
@@ -74,16 +76,16 @@ def main(argv=None) -> int:
             cost_gpu = cp.asarray(cost)
             integral = kind.startswith("int")
             best = None
-            for name in ("hungarian-tree", "hungarian-classical"):
-                t, (r, c) = time_gpu(cp, lambda: lap.linear_sum_assignment(cost_gpu, solver=name), args.repeats, 1)
+            for solver in ("hungarian-tree", "hungarian-classical"):
+                t, (r, c) = time_gpu(cp, lambda: lap.linear_sum_assignment(cost_gpu, solver=solver), args.repeats, 1)
                 obj = float(cost[r.get(), c.get()].sum())
                 if best is None or t < best[1]:
-                    best = (name, t, obj)
+                    best = (solver, t, obj)
             print(f"{kind:10s} n={n:5d} {best[0]} {best[1] * 1e3:.1f} ms", flush=True)
-            for setting in names:
-                if setting == "auction alone" and n > args.alone_max_n:
+            for name in names:
+                if name == "auction alone" and n > args.alone_max_n:
                     continue
-                old = apply(SETTINGS[setting])
+                old = apply(setting(name))
                 try:
                     t, (r, c) = time_gpu(cp, lambda: lap.linear_sum_assignment(cost_gpu, solver="auction"),
                                          args.repeats, 1)
@@ -92,12 +94,12 @@ def main(argv=None) -> int:
                     st: dict = {}
                     auction.solve_dense(cost_gpu, stats=st)
                 except Exception as error:  # report and go on
-                    print(f"  {setting}: {type(error).__name__}: {error}", flush=True)
+                    print(f"  {name}: {type(error).__name__}: {error}", flush=True)
                     apply(old)
                     continue
                 apply(old)
                 ms = lambda k: f"{st[k] * 1e3:.1f}" if k in st else "—"  # noqa: E731
-                row = (f"| {CLASS_LABEL[kind]} | {n} | {best[0]} | {best[1] * 1e3:.1f} ms | {setting} | "
+                row = (f"| {CLASS_LABEL[kind]} | {n} | {best[0]} | {best[1] * 1e3:.1f} ms | {name} | "
                        f"{t * 1e3:.1f} ms | {t / best[1]:.2f}× | {'yes' if ok else 'NO'} | {ms('auction_s')} | "
                        f"{ms('finish_s')} | {st.get('phases', '—')} / {st.get('rounds', '—')} | "
                        f"{st.get('kept', '—')} | {st.get('arr_rounds', '—')} / {st.get('sap_rows', '—')} | "

@@ -42,6 +42,27 @@ __device__ __forceinline__ int column_of(const Problem& p, i64 k, i64 start) {
     return DENSE ? (int)(k - start) : p.indices[k];
 }
 
+// Merge another (best value, its column, second-best value) into this lane's (ties: the lower column).
+__device__ __forceinline__ void merge_best_two(i64 o1, int oj, i64 o2, i64& b1, int& j1, i64& b2) {
+    if (o1 < b1 || (o1 == b1 && oj < j1)) {
+        b2 = min(b1, o2);
+        b1 = o1;
+        j1 = oj;
+    } else {
+        b2 = min(b2, o1);
+    }
+}
+
+// The warp's best two: every lane ends with the merge of all 32 lanes' (b1, j1, b2).
+__device__ __forceinline__ void warp_best_two(i64& b1, int& j1, i64& b2) {
+#pragma unroll
+    for (int off = 16; off > 0; off >>= 1) {
+        const i64 o1 = __shfl_xor_sync(0xffffffffu, b1, off), o2 = __shfl_xor_sync(0xffffffffu, b2, off);
+        const int oj = __shfl_xor_sync(0xffffffffu, j1, off);
+        merge_best_two(o1, oj, o2, b1, j1, b2);
+    }
+}
+
 // Best (value, column) and second-best value of row i over cost + price; all
 // lanes of the warp return the same result.
 template <bool DENSE>
@@ -63,19 +84,7 @@ __device__ __forceinline__ void best_two(const Problem& p, const i64* price, int
             b2 = v;
         }
     }
-#pragma unroll
-    for (int off = 16; off > 0; off >>= 1) {
-        i64 o1 = __shfl_xor_sync(0xffffffffu, b1, off);
-        int oj = __shfl_xor_sync(0xffffffffu, j1, off);
-        i64 o2 = __shfl_xor_sync(0xffffffffu, b2, off);
-        if (o1 < b1 || (o1 == b1 && oj < j1)) {
-            b2 = min(b1, o2);
-            b1 = o1;
-            j1 = oj;
-        } else {
-            b2 = min(b2, o1);
-        }
-    }
+    warp_best_two(b1, j1, b2);
 }
 
 // Append `push` entries of a warp (all 32 lanes call it) to list/count.
@@ -90,26 +99,83 @@ __device__ __forceinline__ void warp_append(bool push, int value, int* list, int
 
 // ---------------------------------------------------------------- steps ---
 
-// Bidding: warp w handles list entries w, w + nwarps, ...
+// Row i's bid from its best value b1 (at column j1) and second-best b2 (one thread).
+__device__ __forceinline__ void place_bid(const Problem& p, const i64* price, int i, i64 b1, int j1, i64 b2,
+                                          i64 eps, int* target, i64* bid, i64* col_bid, int* error) {
+    if (b1 >= LL_INF) {  // a row without edges: infeasible (auction.py prevents this)
+        atomicExch(error, 1);
+        target[i] = -1;
+        return;
+    }
+    const i64 gap = (b2 >= LL_INF) ? p.single_gap : (b2 - b1);
+    const i64 b = price[j1] + gap + eps;
+    target[i] = j1;
+    bid[i] = b;
+    atomicMax((unsigned long long*)&col_bid[j1], (unsigned long long)b);
+}
+
+// Bidding. CSR rows are short: warp w handles list entries w, w + nwarps, ... Dense rows are long: when
+// few rows bid, G warps of one block share a row (G a power of two up to the block's warps, as many as
+// the count allows), so that a round of the phase's tail is not one warp's latency-bound scan of n
+// entries. All threads of a block make the same number of trips (the group merge uses block barriers).
 template <bool DENSE>
 __device__ void bid_step(const Problem& p, const i64* price, const int* list, int count, i64 eps,
                          int* target, i64* bid, i64* col_bid, int warp, int nwarps, int lane, int* error) {
-    for (int t = warp; t < count; t += nwarps) {
-        int i = list[t];
-        i64 b1, b2;
-        int j1;
-        best_two<DENSE>(p, price, i, lane, b1, j1, b2);
-        if (lane == 0) {
-            if (b1 >= LL_INF) {  // a row without edges: infeasible (auction.py prevents this)
-                atomicExch(error, 1);
-                target[i] = -1;
-            } else {
-                i64 gap = (b2 >= LL_INF) ? p.single_gap : (b2 - b1);
-                i64 b = price[j1] + gap + eps;
-                target[i] = j1;
-                bid[i] = b;
-                atomicMax((unsigned long long*)&col_bid[j1], (unsigned long long)b);
+    if constexpr (!DENSE) {
+        for (int t = warp; t < count; t += nwarps) {
+            int i = list[t];
+            i64 b1, b2;
+            int j1;
+            best_two<DENSE>(p, price, i, lane, b1, j1, b2);
+            if (lane == 0) place_bid(p, price, i, b1, j1, b2, eps, target, bid, col_bid, error);
+        }
+    } else {
+        __shared__ i64 s_b1[32], s_b2[32];
+        __shared__ int s_j1[32];
+        const int per_block = blockDim.x >> 5, wib = threadIdx.x >> 5;
+        int G = 1;
+        while (G < per_block && G * 2 * count <= nwarps) G *= 2;
+        const int groups = nwarps / G, group = warp / G, rank = warp % G;
+        for (int base = 0; base < count; base += groups) {
+            const int t = base + group;
+            const int i = t < count ? list[t] : -1;
+            i64 b1 = LL_INF, b2 = LL_INF;
+            int j1 = 0x7fffffff;
+            if (i >= 0) {
+                const i64* row = p.cost + (i64)i * p.n;
+#pragma unroll 4
+                for (int j = rank * 32 + lane; j < p.n; j += 32 * G) {
+                    const i64 v = row[j] + price[j];
+                    if (v < b1) {  // columns rise along the scan: no tie test needed within a lane
+                        b2 = b1;
+                        b1 = v;
+                        j1 = j;
+                    } else if (v < b2) {
+                        b2 = v;
+                    }
+                }
             }
+            warp_best_two(b1, j1, b2);
+            if (G > 1) {
+                if (lane == 0) {
+                    s_b1[wib] = b1;
+                    s_b2[wib] = b2;
+                    s_j1[wib] = j1;
+                }
+                __syncthreads();
+                if (rank == 0) {  // the group's first warp merges its G warps
+                    b1 = b2 = LL_INF;
+                    j1 = 0x7fffffff;
+                    if (lane < G) {
+                        b1 = s_b1[wib + lane];
+                        b2 = s_b2[wib + lane];
+                        j1 = s_j1[wib + lane];
+                    }
+                    warp_best_two(b1, j1, b2);
+                }
+                __syncthreads();
+            }
+            if (i >= 0 && rank == 0 && lane == 0) place_bid(p, price, i, b1, j1, b2, eps, target, bid, col_bid, error);
         }
     }
 }
@@ -245,14 +311,18 @@ __device__ int gauss_seidel_tail(const Problem& p, i64* price, int* list, int* c
                 i64 b1, b2;                                                                          \
                 int j1;                                                                              \
                 best_two<DENSE>(p, price, i, lane, b1, j1, b2);                                      \
-                /* cost of the assigned edge: scan for it */                                         \
-                i64 start, end;                                                                      \
-                row_range<DENSE>(p, i, start, end);                                                  \
+                /* cost of the assigned edge: dense, read it; CSR, scan the row for it */           \
                 i64 mine = LL_INF;                                                                   \
-                for (i64 k = start + lane; k < end; k += 32)                                         \
-                    if (column_of<DENSE>(p, k, start) == j) mine = p.cost[k] + price[j];             \
-                for (int off = 16; off > 0; off >>= 1)                                               \
-                    mine = min(mine, __shfl_xor_sync(0xffffffffu, mine, off));                       \
+                if (DENSE) {                                                                         \
+                    mine = p.cost[(i64)i * p.n + j] + price[j];                                      \
+                } else {                                                                             \
+                    i64 start, end;                                                                  \
+                    row_range<DENSE>(p, i, start, end);                                              \
+                    for (i64 k = start + lane; k < end; k += 32)                                     \
+                        if (column_of<DENSE>(p, k, start) == j) mine = p.cost[k] + price[j];         \
+                    for (int off = 16; off > 0; off >>= 1)                                           \
+                        mine = min(mine, __shfl_xor_sync(0xffffffffu, mine, off));                   \
+                }                                                                                    \
                 if (mine > b1 + eps) {                                                               \
                     push = true;                                                                     \
                     if (lane == 0) {                                                                 \

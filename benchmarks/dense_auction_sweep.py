@@ -32,6 +32,7 @@ SETTINGS = {
     # name: module attributes of tracker.lap.auction; any "FINISH:ALPHA:HANDOFF:STOP" also works
     "default": {},
     "auction alone": dict(DENSE_FINISH=None),
+    "no phase kernel": dict(PHASE_KERNEL=False),
 }
 
 

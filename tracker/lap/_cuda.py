@@ -10,15 +10,17 @@ _HERE = Path(__file__).parent
 
 
 @functools.lru_cache(maxsize=None)
-def load_module(cu_file: str, options: tuple[str, ...] = ("--std=c++17",)):
+def load_module(cu_file: str, options: tuple[str, ...] = ("--std=c++17",), cooperative: bool = False):
     """Compile (once per process; CuPy caches on disk too) ``tracker/lap/<cu_file>``.
 
     Returns a ``cupy.RawModule``; fetch kernels with ``.get_function(name)``.
     Kernels are declared ``extern "C"`` so their names are not mangled.
+    ``cooperative``: compile with cooperative groups and launch every kernel of the module with
+    ``cuLaunchCooperativeKernel`` (grid-wide barriers; the grid must fit on the GPU at once).
     """
     import cupy
 
-    return cupy.RawModule(code=cuda_source(cu_file), options=options)
+    return cupy.RawModule(code=cuda_source(cu_file), options=options, enable_cooperative_groups=cooperative)
 
 
 _LOCAL_INCLUDE = re.compile(r'^#include "([\w.]+)"[ \t]*$', re.MULTILINE)

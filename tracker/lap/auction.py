@@ -77,6 +77,12 @@ unassigned (at most :data:`GAUSS_SEIDEL_QUEUE`; 0 turns it off)."""
 GAUSS_SEIDEL_QUEUE = 64
 """Capacity of the Gauss-Seidel queue (``GS_MAX_ROWS`` in ``auction.cu``)."""
 
+PHASE_KERNEL = True
+"""Dense problems run each epsilon phase in one cooperative launch (``auction_phase.cu``) where the GPU
+and CuPy allow it; ``False`` (or a failed compile or launch) uses one launch per step and round."""
+PHASE_BLOCKS_PER_SM = 4
+"""Blocks of 256 threads per multiprocessor in that launch (``__launch_bounds__(256, 4)`` there)."""
+
 ASYMMETRIC_MAX_ROUNDS = 50_000
 """Bidding rounds (plus one per row) after which the asymmetric form gives way to the square one."""
 
@@ -127,6 +133,29 @@ class _CudaKernels:
             names += [f"auction_bid_{suffix}", f"auction_init_{suffix}", f"auction_tail_{suffix}"]
         self.functions = {name: module.get_function(name) for name in names}
         self.sms = cupy.cuda.Device().attributes["MultiProcessorCount"]
+        self.phase_function = None
+        if PHASE_KERNEL:
+            try:
+                self.phase_function = load_module("auction_phase.cu", cooperative=True).get_function(
+                    "auction_phase_dense")
+            except Exception:  # no cooperative groups here (compile or driver): the per-round launches remain
+                self.phase_function = None
+
+    def phase(self, prob, price, list0, list1, counts, parity, eps, target, bid, col_bid, winner, owner,
+              assigned, max_rounds, stop_count, info, error) -> bool:
+        """Rounds of a dense phase in one cooperative launch; False if that is not possible here."""
+        if self.phase_function is None or not prob.dense or not PHASE_KERNEL:
+            return False
+        try:
+            self.phase_function(
+                (self.sms * PHASE_BLOCKS_PER_SM,), (256,),
+                (*prob.args, price, list0, list1, counts, np.int32(parity), np.int64(eps), target, bid, col_bid,
+                 winner, owner, assigned, np.int32(max_rounds), np.int32(stop_count), info, error),
+            )
+        except Exception:  # e.g. a cooperative launch too large for this GPU: never try again
+            self.phase_function = None
+            return False
+        return True
 
     def _blocks(self, items: int) -> int:
         return max(1, min(-(-items // self.threads), self.sms * 16))
@@ -166,6 +195,9 @@ class _EmulatedKernels:
     """The same kernels, sequentially in NumPy: exercises the driver on machines without a GPU (tests)."""
 
     xp = np
+
+    def phase(self, *args, **kwargs) -> bool:
+        return False  # the emulation runs the per-round path
 
     def _best_two(self, prob, price, i):
         cols, costs = prob.row(i)
@@ -388,6 +420,12 @@ def auction_square(prob: _Problem, kern, schedule: list[int], prices=None, n_obj
                     f"auction did not converge after {rounds} bidding rounds in phase eps={eps} "
                     f"({count} rows unassigned); please report this instance"
                 )
+            if kern.phase(prob, price, lists[0], lists[1], counts, parity, eps, target, bid, col_bid, winner, owner,
+                          assigned, min(1 << 30, max_rounds + 1 - rounds), stop_rows, info, error):
+                done, parity = (int(v) for v in info)
+                rounds += done
+                stats["phase_launches"] = stats.get("phase_launches", 0) + 1
+                continue
             if count <= tail_rows:
                 kern.tail(prob, price, lists[0], lists[1], counts, parity, eps, target, bid, col_bid, winner,
                           owner, assigned, min(1 << 20, max_rounds + 1 - rounds), stop_rows, info, error)

@@ -33,6 +33,8 @@ SETTINGS = {
     "default": {},
     "auction alone": dict(DENSE_FINISH=None),
     "no phase kernel": dict(PHASE_KERNEL=False),
+    "1 block/SM": dict(PHASE_BLOCKS_PER_SM=1),
+    "2 blocks/SM": dict(PHASE_BLOCKS_PER_SM=2),
 }
 
 
@@ -58,7 +60,7 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--sizes", default="1000,4096")
     ap.add_argument("--classes", default=",".join(CLASSES))
-    ap.add_argument("--settings", default="default,sap:8:1e-6:0.003,sap:4:1e-6:0.003,tree:8:1e-6:0.003")
+    ap.add_argument("--settings", default="default")
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--alone-max-n", type=int, default=1000, help="run 'auction alone' only up to this n")
     ap.add_argument("--markdown", default="")

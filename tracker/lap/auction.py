@@ -86,17 +86,17 @@ PHASE_BLOCKS_PER_SM = 4
 ASYMMETRIC_MAX_ROUNDS = 50_000
 """Bidding rounds (plus one per row) after which the asymmetric form gives way to the square one."""
 
-DENSE_FINISH: str | None = "sap"
+DENSE_FINISH: str | None = "tree"
 """How a dense problem ends on the GPU. ``"sap"``: the auction's prices go to the Hungarian solvers' exact
 finish (step 5a, an auction with eps = 0 on exact duals, then Dijkstra-order augmenting paths:
 :func:`tracker.lap.hungarian_tree.sap_finish`); ``"tree"``: the multi-tree Hungarian phases first, then
 that finish (for costs with many ties); ``None``: the auction alone, epsilon-scaled down to ``eps = 1``
 on the integer map (exact there; also what the NumPy emulation runs)."""
-DENSE_ALPHA = 8
+DENSE_ALPHA = 4
 """Epsilon-scaling factor of the dense auction before an exact finish."""
 DENSE_HANDOFF_EPS = 1e-6
 """Epsilon of the last auction phase before the exact finish, relative to the largest (mapped) cost."""
-DENSE_PHASE_STOP = 0.01
+DENSE_PHASE_STOP = 0.003
 """Before an exact finish, every auction phase stops once at most this fraction of the rows (and at least
 :data:`DENSE_PHASE_STOP_MIN`) are unassigned: the end of a phase is long chains of single evictions, a
 bidding round each, which the next phase or the finish does better."""
@@ -445,8 +445,8 @@ def auction_square(prob: _Problem, kern, schedule: list[int], prices=None, n_obj
         stats["rounds"] += rounds
         stats["phase_rounds"].append(rounds)
         stats["phase_seconds"].append(time.perf_counter() - phase_start)  # the count read above synchronised
-        if int(price.max()) > PRICE_LIMIT:
-            raise AuctionError("auction prices exceeded the int64 headroom; please report this instance")
+    if int(price.max()) > PRICE_LIMIT:  # prices only rise: one check at the end covers every phase
+        raise AuctionError("auction prices exceeded the int64 headroom; please report this instance")
     LAST_STATS.clear()
     LAST_STATS.update(stats)
     return assigned, price

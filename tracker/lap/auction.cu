@@ -145,3 +145,11 @@ extern "C" __global__ void dense_row_min_reduced(const double* __restrict__ c, c
     }
     if (threadIdx.x == 0) u[blockIdx.x] = part[0];
 }
+
+// The dense auction's int64 costs in one pass (auction.py, _dense_problem_gpu): integer-valued costs
+// exactly, (c - lo) * factor (factor = n + 1: eps = 1 is then exact); others rint((c - lo) * scale).
+extern "C" __global__ void dense_to_int(const double* __restrict__ c, i64 size, double lo, double scale,
+                                        i64 factor, i64* __restrict__ out) {
+    for (i64 k = blockIdx.x * (i64)blockDim.x + threadIdx.x; k < size; k += (i64)gridDim.x * blockDim.x)
+        out[k] = factor ? (i64)(c[k] - lo) * factor : (i64)rint((c[k] - lo) * scale);
+}

@@ -128,7 +128,7 @@ class _CudaKernels:
 
         self.xp = cupy
         module = load_module("auction.cu")
-        names = ["auction_claim", "auction_reset", "dense_row_min_reduced"]
+        names = ["auction_claim", "auction_reset", "dense_row_min_reduced", "dense_to_int"]
         for suffix in ("csr", "dense"):
             names += [f"auction_bid_{suffix}", f"auction_init_{suffix}", f"auction_tail_{suffix}"]
         self.functions = {name: module.get_function(name) for name in names}
@@ -726,9 +726,8 @@ def dense_with_exact_finish(cost, *, finish: str = "sap", stats: dict | None = N
     n = c.shape[0]
     if n == 1:
         return _gpu_common.finish(problem, cost, cp.zeros(1, dtype=np.int64))
-    prob, _ = _dense_problem(cp, c)
-    span = float(c.max()) - float(c.min())
-    scale = prob.max_cost / span if span > 0 else 1.0  # mapped units per cost unit
+    prob, scale = _dense_problem_gpu(c, problem.integral)
+    t_prep = time.perf_counter()
     stop_rows = max(DENSE_PHASE_STOP_MIN, int(DENSE_PHASE_STOP * n))
     schedule = eps_schedule(prob.max_cost, alpha=DENSE_ALPHA,
                             stop_eps=max(1, int(DENSE_HANDOFF_EPS * prob.max_cost)))
@@ -765,10 +764,32 @@ def dense_with_exact_finish(cost, *, finish: str = "sap", stats: dict | None = N
     LAST_STATS.update(form="dense+finish", finish=finish, square_n=n, stop_rows=stop_rows,
                       phases=auction_stats["phases"], rounds=auction_stats["rounds"],
                       phase_rounds=auction_stats["phase_rounds"], kept=kept,
-                      auction_s=t1 - t0, finish_s=t2 - t1, **finish_stats)
+                      prep_s=t_prep - t0, auction_s=t1 - t0, finish_s=t2 - t1,
+                      phase_seconds=auction_stats["phase_seconds"], **finish_stats)
     if stats is not None:
         stats.update(LAST_STATS)
     return result
+
+
+def _dense_problem_gpu(c, integral: bool):
+    """:func:`_dense_problem` for a finite square CuPy matrix in one fused pass (no n x n temporaries);
+    also the scale of the map (mapped units per cost unit)."""
+    import cupy as cp
+
+    n = c.shape[0]
+    lo, hi = float(c.min()), float(c.max())
+    span = hi - lo
+    budget = float(1 << COST_BITS)
+    if integral and span * (n + 1) <= budget:
+        factor, scale, max_cost = n + 1, float(n + 1), int(span) * (n + 1)
+    else:
+        factor, scale = 0, (budget / span if span > 0 else 1.0)
+        max_cost = int(math.ceil(span * scale))
+    icost = cp.empty(n * n, dtype=np.int64)
+    blocks = min(-(-icost.size // 256), 65535)
+    _cuda_kernels().functions["dense_to_int"]((blocks,), (256,), (c, np.int64(icost.size), np.float64(lo),
+                                                                  np.float64(scale), np.int64(factor), icost))
+    return _Problem(cp, n, icost, max_cost), scale
 
 
 def _row_min_reduced(c, v):

@@ -25,6 +25,13 @@ Prices are not warm-started from the previous frame pair (issue 4 asked for it
 identity to carry a price over, and in the asymmetric form a nonzero starting
 price on a column that ends unmatched would break the optimality argument above.
 
+Dense problems on the GPU (:func:`dense_with_exact_finish`) run truncated
+epsilon phases, each in one cooperative launch (``auction_phase.cu``), and
+hand the prices to the Hungarian solvers' exact finish as dual variables:
+the auction does the bulk of the matching in parallel, the Hungarian's
+multi-tree phases and shortest augmenting paths do the end of it, which is
+where an auction spends long runs of single bids.
+
 Otherwise every problem becomes a *square* min-cost perfect matching with int64 costs:
 
 * gated problems: the square form of Jaqaman et al. (2008) with one

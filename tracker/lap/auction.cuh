@@ -41,6 +41,17 @@ __device__ __forceinline__ void merge_best_two(i64 o1, int oj, i64 o2, i64& b1, 
     }
 }
 
+// Insert the value v of column j into this lane's best two (ties: the lower column).
+__device__ __forceinline__ void insert_best_two(i64 v, int j, i64& b1, int& j1, i64& b2) {
+    if (v < b1 || (v == b1 && j < j1)) {
+        b2 = b1;
+        b1 = v;
+        j1 = j;
+    } else if (v < b2) {
+        b2 = v;
+    }
+}
+
 // The warp's best two: every lane ends with the merge of all 32 lanes' (b1, j1, b2).
 __device__ __forceinline__ void warp_best_two(i64& b1, int& j1, i64& b2) {
 #pragma unroll
@@ -62,15 +73,8 @@ __device__ __forceinline__ void best_two(const Problem& p, const i64* price, int
     b2 = LL_INF;
     j1 = 0x7fffffff;
     for (i64 k = start + lane; k < end; k += 32) {
-        int j = column_of<DENSE>(p, k, start);
-        i64 v = p.cost[k] + price[j];
-        if (v < b1 || (v == b1 && j < j1)) {
-            b2 = b1;
-            b1 = v;
-            j1 = j;
-        } else if (v < b2) {
-            b2 = v;
-        }
+        const int j = column_of<DENSE>(p, k, start);
+        insert_best_two(p.cost[k] + price[j], j, b1, j1, b2);
     }
     warp_best_two(b1, j1, b2);
 }
@@ -132,16 +136,7 @@ __device__ void bid_step(const Problem& p, const i64* price, const int* list, in
             if (i >= 0) {
                 const i64* row = p.cost + (i64)i * p.n;
 #pragma unroll 4
-                for (int j = rank * 32 + lane; j < p.n; j += 32 * G) {
-                    const i64 v = row[j] + price[j];
-                    if (v < b1) {  // columns rise along the scan: no tie test needed within a lane
-                        b2 = b1;
-                        b1 = v;
-                        j1 = j;
-                    } else if (v < b2) {
-                        b2 = v;
-                    }
-                }
+                for (int j = rank * 32 + lane; j < p.n; j += 32 * G) insert_best_two(row[j] + price[j], j, b1, j1, b2);
             }
             warp_best_two(b1, j1, b2);
             if (G > 1) {

@@ -60,3 +60,28 @@ def test_requires_positions():
 def test_track_ids_from_predecessors():
     predecessor = np.array([-1, -1, 0, 1, 3, -1])
     assert link.track_ids_from_predecessors(predecessor).tolist() == [0, 1, 0, 1, 1, 2]
+
+
+def test_tracks_in_order_matches_a_sort(rng):
+    # Random forests of chains over points in frame order (a gap may skip frames).
+    frames = np.sort(rng.integers(0, 30, 2000))
+    predecessor = np.full(len(frames), -1)
+    for i in range(len(frames)):
+        earlier = np.flatnonzero((frames < frames[i]) & (frames >= frames[i] - 2))
+        free = earlier[~np.isin(earlier, predecessor)]
+        if len(free) and rng.random() < 0.8:
+            predecessor[i] = rng.choice(free)
+    track_id, order = link._tracks_in_order(predecessor)
+    np.testing.assert_array_equal(track_id, link.track_ids_from_predecessors(predecessor))
+    np.testing.assert_array_equal(order, np.lexsort((frames, track_id)))
+
+
+def test_unsorted_input_gives_the_sorted_result():
+    truth = simulate.simulate_tracks(60, 10, (10.0, 20.0, 20.0), 0.5, seed=3)
+    detections = _noisy_detections(truth, 0.05)
+    shuffled = np.random.default_rng(0).permutation(len(detections["frame"]))
+    a = link.link_detections(detections, 1.5, solver="scipy")
+    b = link.link_detections({k: v[shuffled] for k, v in detections.items()}, 1.5, solver="scipy")
+    assert np.all(np.diff(a["track_id"]) >= 0)
+    np.testing.assert_array_equal(np.lexsort((a["frame"], a["track_id"])), np.arange(len(a["frame"])))
+    assert len(a["frame"]) == len(b["frame"]) == len(detections["frame"])

@@ -43,7 +43,7 @@ from .motion import (
     DEFAULT_GATE_SIGMAS, DEFAULT_PRIOR_STEPS, MotionModel, chi2_3_sf, own_scatter_cost, own_scatter_prior_steps,
     predict_positions, spread_factor, truncated_gaussian_variance,
 )
-from .tables import Table, positions_um, require_columns, sort_table, table_length
+from .tables import Table, positions_um, require_columns, sort_table, table_length, take_rows
 
 ProgressCallback = Callable[[str, int, int], None]
 
@@ -207,7 +207,9 @@ def link_detections(
         raise ValueError(f"max_gap must be >= 0, got {max_gap}")
     if max_displacement_um <= 0 or not np.isfinite(max_displacement_um):
         raise ValueError(f"maximum displacement must be a positive number of µm, got {max_displacement_um}")
-    table = sort_table(dict(detections), ["frame"])
+    table = dict(detections)
+    if np.any(np.diff(np.asarray(table["frame"])) < 0):  # (a stable sort of sorted frames changes nothing)
+        table = sort_table(table, ["frame"])
     n = table_length(table)
     frames = np.asarray(table["frame"], dtype=np.int64)
     positions = positions_um(table)
@@ -279,9 +281,9 @@ def link_detections(
 
     carried = {name: column for name, column in table.items()
                if name not in ("track_id", "link_cost", "link_confidence")}
-    table = {"track_id": track_ids_from_predecessors(state.predecessor), **carried,
-             "link_cost": state.link_cost, "link_confidence": state.confidence}
-    return sort_table(table, ["track_id", "frame"])
+    track_id, order = _tracks_in_order(state.predecessor)
+    table = {"track_id": track_id, **carried, "link_cost": state.link_cost, "link_confidence": state.confidence}
+    return take_rows(table, order)
 
 
 class _LinkState:
@@ -694,12 +696,31 @@ def track_ids_from_predecessors(predecessor: np.ndarray) -> np.ndarray:
     starts in order. Pointer jumping makes this O(n log L) for tracks of
     length L, without a Python loop over points.
     """
+    return _tracks_in_order(predecessor)[0]
+
+
+def _tracks_in_order(predecessor: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Track id of every point (as :func:`track_ids_from_predecessors`) and the order that sorts the points
+    by (track id, position along the track).
+
+    Pointer jumping finds each point's track start and its distance from it; a counting sort on these
+    replaces a sort of the whole table (a predecessor always lies in an earlier frame, so the distance
+    orders a track's points by frame).
+    """
     n = len(predecessor)
-    head = np.where(predecessor < 0, np.arange(n), predecessor)
+    starts = predecessor < 0
+    head = np.where(starts, np.arange(n), predecessor)
+    depth = (~starts).astype(np.int64)
     while True:
         jumped = head[head]
         if np.array_equal(jumped, head):
             break
+        depth += depth[head]
         head = jumped
-    _, track_id = np.unique(head, return_inverse=True)
-    return track_id.astype(np.int64)
+    # Ids number the starts in order, as the points are ordered by frame.
+    track_id = (np.cumsum(starts) - 1)[head]
+    length = np.bincount(track_id, minlength=int(starts.sum()))
+    first_slot = np.cumsum(length) - length
+    order = np.empty(n, dtype=np.int64)
+    order[first_slot[track_id] + depth] = np.arange(n)
+    return track_id.astype(np.int64), order

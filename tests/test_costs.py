@@ -72,3 +72,17 @@ def test_gpu_nearest_target_gives_the_same_distances(monkeypatch, rng):
     assert 1_000 < (expected_index >= 0).sum() < len(query)
     np.testing.assert_array_equal(index >= 0, expected_index >= 0)
     np.testing.assert_array_equal(distance_sq, expected_sq)
+
+
+def test_per_source_search_in_any_order_and_radius_groups(rng):
+    source = rng.random((400, 3)) * 10
+    target = rng.random((500, 3)) * 10
+    # Radii of several groups (RADIUS_GROUP_RATIO apart), and a few sources with many candidates (a second round).
+    radius = rng.choice([0.4, 0.7, 1.3, 3.0], len(source))
+    d2 = np.sum((source[:, None] - target[None]) ** 2, axis=-1)
+    expected_rows, expected_cols = np.nonzero(d2 <= radius[:, None] ** 2)
+    for order in (None, rng.permutation(len(source)), costs.target_tree_of(source).indices):
+        rows, cols, cost = costs.gated_links_per_source(source, target, radius, source_order=order)
+        np.testing.assert_array_equal(rows, expected_rows)
+        np.testing.assert_array_equal(cols, expected_cols)
+        np.testing.assert_allclose(cost, d2[expected_rows, expected_cols])

@@ -85,3 +85,17 @@ def test_unsorted_input_gives_the_sorted_result():
     assert np.all(np.diff(a["track_id"]) >= 0)
     np.testing.assert_array_equal(np.lexsort((a["frame"], a["track_id"])), np.arange(len(a["frame"])))
     assert len(a["frame"]) == len(b["frame"]) == len(detections["frame"])
+
+
+@pytest.mark.parametrize("margin", [0.0, 0.5])
+def test_smoothing_pass_candidates_do_not_depend_on_the_kept_search(monkeypatch, margin):
+    # Margin 0: almost every smoothing search runs afresh; 0.5: almost all come from the forward pass's.
+    truth = simulate.simulate_tracks(300, 12, (12.0, 25.0, 25.0), 0.5, 0.7, blink_probability=0.05, seed=4)
+    detections = _noisy_detections(truth, 0.04)
+    summary = {}
+    expected = link.link_detections(detections, 1.5, solver="scipy", summary=summary)
+    assert summary["smoothing"] != "off"
+    monkeypatch.setattr(link, "SMOOTHING_SEARCH_MARGIN", margin)
+    got = link.link_detections(detections, 1.5, solver="scipy")
+    for name in expected:
+        np.testing.assert_array_equal(got[name], expected[name])

@@ -29,14 +29,16 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 
 import numpy as np
+from scipy.spatial import cKDTree
 
 from . import lap
 from .confidence import link_confidence
 from .costs import (
     DEFAULT_NO_LINK_FACTOR, gated_links, gated_links_per_source, nearest_target, no_link_cost, searches_on_gpu,
-    target_tree_of,
+    target_tree_of, within_radius,
 )
 from .gaps import DEFAULT_GAP_PENALTY, DEFAULT_MAX_GAP, close_gaps, near_edge
 from .motion import (
@@ -106,6 +108,18 @@ LOOKAHEAD_MAX_TERM = 16.0
 """Cap on the look-ahead cost term (squared standard deviations): a continuation farther than 4 standard
 deviations from the prediction counts as none (a blink or the track's end), not as evidence against the link
 (9 lost 0.0005 F1 at persistence 0.9, step/NN 0.5; 16 and 25 did the same)."""
+
+SMOOTHING_SEARCH_MARGIN = 0.03
+"""While the smoothing pass may follow, the forward pass searches each point's candidates this fraction farther
+than its radius and keeps them (:class:`_KeptSearch`): the smoothing pass's search ball of a point, from its
+prediction there, mostly lies inside that larger one (persistence and variances change little once estimated),
+so its candidates are those kept that pass its own exact test. Points whose link into them changed need a search
+of their own (about 2 % at 10k particles, persistence 0.5, step/NN 0.5, where 97 % of the balls fit with a margin
+of 1.5 %)."""
+
+TREES_KEPT = 3
+"""k-d trees of frames the linker keeps (:meth:`_LinkState._frame_tree`): those of a pair's two frames and, looking
+ahead, the next one."""
 
 NEXT_STEP_TERM_MEAN = 3.0
 """Expected value of the smoothing pass's second cost term (a squared 3D residual in standard
@@ -219,6 +233,7 @@ def link_detections(
     # are µm²: there the separate gap-closing pass below does it).
     in_pair_gaps = max_gap if state.scaled_costs() else 0
     state.gap_penalty = gap_penalty
+    state.keep_searches = smoothing
     if n:
         state.low, state.high = positions.min(axis=0), positions.max(axis=0)
 
@@ -251,6 +266,7 @@ def link_detections(
                                np.arange(bounds[1], bounds[2]), no_link_factor, solver)
 
     smoothed = "off"
+    state.keep_searches = False
     if smoothing and state.predicts() and state.model.current_persistence() >= SMOOTHING_MIN_PERSISTENCE:
         state.start_smoothing(positions, frames)
         smoothed = "look-ahead" if state.lookahead else "forward successor"
@@ -260,6 +276,7 @@ def link_detections(
                                   np.arange(bounds[k + 1], bounds[k + 2]), no_link_factor, solver)
             if progress is not None:
                 progress("smooth", k + 1, n_pairs)
+    state.forget_searches()  # (what the forward pass kept for the smoothing pass)
 
     closing_gaps = max_gap > 0 and state.missing_rate() >= GAP_CLOSING_MIN_MISSING
     if summary is not None:
@@ -310,6 +327,9 @@ class _LinkState:
         self.inner_rows = 0
         self.inner_linked = 0
         self.inner_beyond_radius = 0.0  # expected number of those rows whose next step left their radius
+        self._trees: dict[tuple[int, int], cKDTree] = {}  # see _frame_tree
+        self.keep_searches = False  # whether the forward pass keeps its candidates (set by link_detections)
+        self._kept: dict[tuple[int, int], _KeptSearch] = {}  # by the source frame's first point and size
 
     def class_variance(self, has_velocity: np.ndarray, model: MotionModel | None = None,
                        clip: bool = True) -> np.ndarray:
@@ -478,7 +498,8 @@ class _LinkState:
             radius = np.concatenate([radius, gap_radius])
             penalty = np.concatenate([penalty, IN_PAIR_GAP_PENALTY_FACTOR * self.gap_penalty * (gap_steps - 1)])
         n_rows = len(predicted)
-        rows, cols, distance_sq = gated_links_per_source(predicted, positions[b], radius)
+        keep = self.keep_searches and self.predicts(model) and p >= SMOOTHING_MIN_PERSISTENCE
+        rows, cols, distance_sq = self._search(positions, predicted, radius, a, a, b, b, keep=keep)
         empty = np.empty(0, dtype=np.int64)
         if rows.size == 0:
             return empty, empty.copy(), np.empty(0), np.empty(0), np.empty(0)
@@ -514,7 +535,7 @@ class _LinkState:
         predicted = predict_positions(positions[b], -next_step, has_next, p)
         variance = self.class_variance(has_next)
         radius = np.minimum(DEFAULT_GATE_SIGMAS * np.sqrt(variance), self.gate) if self.adaptive_radius else self.gate
-        rows, cols, distance_sq = gated_links_per_source(predicted, positions[a], radius)
+        rows, cols, distance_sq = self._search(positions, predicted, np.broadcast_to(radius, (len(b),)), b, b, a, a)
         # Points of ``a`` already joined across a gap to a later frame keep that link.
         a_successor = successor[a]
         free = (a_successor < 0) | np.isin(a_successor, b)
@@ -552,7 +573,6 @@ class _LinkState:
         linked = self.predecessor >= 0
         self.successor[self.predecessor[linked]] = np.flatnonzero(linked)
         self.lookahead = self._crowding(positions, frames) < LOOKAHEAD_MAX_CROWDING
-        self._ahead = (None, None)  # (frame, k-d tree of its points) for the look-ahead
 
     def _crowding(self, positions, frames, sample_size=2000):
         """Mean number of other detections within 3 residual standard deviations of a detection.
@@ -567,13 +587,95 @@ class _LinkState:
         sample = points[:: max(1, len(points) // sample_size)]
         return float(target_tree_of(points).query_ball_point(sample, radius, return_length=True).mean() - 1.0)
 
-    def _frame_tree(self, positions, frame):
-        """k-d tree of the points of ``frame`` (None if it has none); the last one is kept, so that the
-        look-ahead's tree of the frame after ``b`` is the next pair's search tree."""
-        if self._ahead[0] != frame:
-            start, stop = np.searchsorted(self.frames, [frame, frame + 1])
-            self._ahead = (frame, target_tree_of(positions[start:stop]) if stop > start else None)
-        return self._ahead[1]
+    def forget_searches(self) -> None:
+        """Drop what the forward pass kept for the smoothing pass (:meth:`_search`)."""
+        self._kept.clear()
+
+    def _frame_tree(self, positions, frame_points):
+        """k-d tree over the points ``frame_points`` of one frame (a contiguous range of indices).
+
+        The last :data:`TREES_KEPT` are kept: a frame is the target of one pair, then the source of the next
+        (its tree orders that pair's queries, see :meth:`_search`), and in the look-ahead also the frame after
+        a pair's target.
+        """
+        key = (int(frame_points[0]), len(frame_points))
+        tree = self._trees.get(key)
+        if tree is None:
+            tree = self._trees[key] = target_tree_of(positions[key[0]:key[0] + key[1]])
+            if len(self._trees) > TREES_KEPT:
+                del self._trees[next(iter(self._trees))]  # the oldest
+        return tree
+
+    def _search(self, positions, predicted, radius, source_frame, sources, target_frame, targets, keep=False):
+        """Candidate links (:func:`tracker.costs.gated_links_per_source`) from ``predicted`` to ``targets``.
+
+        ``targets`` are some (or all) of the points ``target_frame`` of one frame, in order; the first
+        ``len(sources)`` rows of ``predicted`` (within ``radius``) are predictions of ``sources``, some of the
+        points ``source_frame`` of one frame, in order; any further rows, of other points. On the host, the
+        search runs over the whole target frame's k-d tree (built once, :meth:`_frame_tree`) and keeps the
+        candidates among ``targets``, which gives the same candidates as a search over ``targets`` alone, and
+        queries ``sources`` in the order of their frame's tree when it is at hand.
+
+        ``keep`` (``sources`` the whole frame): also keep the candidates of ``sources`` within a margin
+        (:data:`SMOOTHING_SEARCH_MARGIN`) for the smoothing pass, whose search of the same frame pair takes
+        from them what it can (:meth:`_search_kept`).
+        """
+        if len(predicted) == 0 or len(targets) == 0 or searches_on_gpu(len(predicted)):
+            return gated_links_per_source(predicted, positions[targets], radius)
+        key = (int(source_frame[0]), len(source_frame)) if len(source_frame) else None
+        kept = self._kept.get(key)
+        if not keep and kept is not None and kept.target_frame == (int(target_frame[0]), len(target_frame)):
+            del self._kept[key]  # (used once)
+            rows, cols, distance_sq = self._search_kept(kept, positions, predicted, radius, sources - source_frame[0],
+                                                        target_frame)
+        else:
+            tree = self._frame_tree(positions, target_frame)
+            order = None
+            source_tree = self._trees.get(key)
+            if source_tree is not None:
+                order = _subset_order(source_tree.indices, sources - source_frame[0], len(source_frame))
+                if len(predicted) > len(sources):
+                    order = np.concatenate([order, np.arange(len(sources), len(predicted))])
+            reach = radius
+            if keep:
+                reach = radius.copy()
+                reach[:len(sources)] *= 1.0 + SMOOTHING_SEARCH_MARGIN
+            rows, cols, distance_sq = gated_links_per_source(predicted, positions[target_frame], reach,
+                                                             target_tree=tree, source_order=order)
+            if keep:
+                self._kept[key] = _KeptSearch.of(rows, cols, predicted, reach, len(sources), tree, target_frame)
+                # The same test as gated_links_per_source's at ``radius``: the same candidates and distances.
+                inside = distance_sq <= radius[rows] ** 2
+                rows, cols, distance_sq = rows[inside], cols[inside], distance_sq[inside]
+        if len(targets) < len(target_frame):
+            column = np.full(len(target_frame), -1, dtype=np.int64)
+            column[targets - target_frame[0]] = np.arange(len(targets))
+            cols = column[cols]
+            kept_columns = cols >= 0
+            rows, cols, distance_sq = rows[kept_columns], cols[kept_columns], distance_sq[kept_columns]
+        return rows, cols, distance_sq
+
+    @staticmethod
+    def _search_kept(kept, positions, predicted, radius, sources, target_frame):
+        """Candidates (in the target frame) of ``predicted`` (predictions of the points ``sources`` of the kept
+        search's source frame, by their index in it) within ``radius``, taken from ``kept`` where their ball lies
+        inside the kept one, searched afresh elsewhere: the same as a search of them all."""
+        targets_um = positions[target_frame[0]:target_frame[0] + len(target_frame)]
+        shift = np.sqrt(np.sum((predicted - np.take(kept.predicted, sources, axis=0)) ** 2, axis=1))
+        # (Slack for rounding: the kept search's exact test had every target within its reach.)
+        inside = shift + radius <= kept.reach[sources] * (1.0 - 1e-9)
+        fit = np.flatnonzero(inside)
+        first, count = kept.indptr[sources[fit]], np.diff(kept.indptr)[sources[fit]]
+        index = np.repeat(first - (np.cumsum(count) - count), count) + np.arange(int(count.sum()))
+        rows, cols, distance_sq = within_radius(predicted, targets_um, np.repeat(fit, count), kept.cols[index], radius)
+        afresh = np.flatnonzero(~inside)
+        if len(afresh):
+            more_rows, more_cols, more_sq = gated_links_per_source(np.take(predicted, afresh, axis=0), targets_um,
+                                                                   radius[afresh], target_tree=kept.tree)
+            at = np.searchsorted(rows, afresh[more_rows])
+            rows = np.insert(rows, at, afresh[more_rows])
+            cols, distance_sq = np.insert(cols, at, more_cols), np.insert(distance_sq, at, more_sq)
+        return rows, cols, distance_sq
 
     def smooth_pair(self, positions, a, b, no_link_factor, solver):
         """Link the points ``a`` of one frame to the points ``b`` of the next once more, past and future.
@@ -597,6 +699,7 @@ class _LinkState:
         belonged to another track whenever the forward pass swapped two tracks
         (then the plain term would only move the swap one frame earlier).
         """
+        frame_a, frame_b_points = a, b
         frame_b = self.frames[b[0]] if len(b) else 0
         successor, frames = self.successor, self.frames
         a = a[(successor[a] < 0) | (frames[np.maximum(successor[a], 0)] == frame_b)]
@@ -606,16 +709,13 @@ class _LinkState:
             return
         p = self.model.current_persistence()
         predicted, variance, own, radius = self._predict(positions, a, self.model)
-        # Looking ahead, the last pair built this frame's tree already.
-        tree = self._frame_tree(positions, frame_b) if self.lookahead and not searches_on_gpu(len(a)) else None
-        rows, cols, distance_sq = gated_links_per_source(
-            predicted, positions[b], radius, target_tree=tree if tree is not None and len(b) == tree.n else None)
+        rows, cols, distance_sq = self._search(positions, predicted, radius, frame_a, a, frame_b_points, b)
         residual_variance = self.class_variance(np.ones(1, bool))[0]
         step = positions[b[cols]] - positions[a[rows]]
         start, stop = np.searchsorted(frames, [frame_b + 1, frame_b + 2])
         if self.lookahead and stop > start:
             # Only continuations within the cap's distance matter: farther ones cost the cap.
-            ahead = None if searches_on_gpu(len(rows)) else self._frame_tree(positions, frame_b + 1)
+            ahead = None if searches_on_gpu(len(rows)) else self._frame_tree(positions, np.arange(start, stop))
             _, continuation_sq = nearest_target(positions[b[cols]] + p * step, positions[start:stop],
                                                 np.sqrt(LOOKAHEAD_MAX_TERM * residual_variance), target_tree=ahead)
             future = np.minimum(continuation_sq / residual_variance, LOOKAHEAD_MAX_TERM)
@@ -646,6 +746,39 @@ class _LinkState:
     def _update_model(self, model, positions, a, b, rows, cols):
         src, dst = a[rows], b[cols]
         model.update(positions[dst] - positions[src], self.velocity[src], self.has_velocity[src])
+
+
+@dataclass
+class _KeptSearch:
+    """Candidates of the forward pass's search of one frame pair, within each source's ``reach`` (its radius plus
+    :data:`SMOOTHING_SEARCH_MARGIN`) of its prediction ``predicted``: those of source ``i`` are the target indices
+    (in the target frame) ``cols[indptr[i]:indptr[i + 1]]``, in order. ``tree``: the target frame's k-d tree,
+    ``target_frame``: its first point and size."""
+
+    predicted: np.ndarray
+    reach: np.ndarray
+    indptr: np.ndarray
+    cols: np.ndarray
+    tree: cKDTree
+    target_frame: tuple[int, int]
+
+    @classmethod
+    def of(cls, rows, cols, predicted, reach, n_sources, tree, target_frame) -> _KeptSearch:
+        """From a search's candidates (sorted by row), of its first ``n_sources`` rows."""
+        of_sources = rows < n_sources
+        indptr = np.r_[0, np.cumsum(np.bincount(rows[of_sources], minlength=n_sources))]
+        return cls(predicted[:n_sources].copy(), reach[:n_sources].copy(), indptr, cols[of_sources], tree,
+                   (int(target_frame[0]), len(target_frame)))
+
+
+def _subset_order(order: np.ndarray, subset: np.ndarray, n: int) -> np.ndarray:
+    """``order`` (a permutation of ``range(n)``) restricted to the sorted indices ``subset``, as positions in
+    ``subset``."""
+    if len(subset) == n:
+        return order
+    member = np.zeros(n, dtype=bool)
+    member[subset] = True
+    return (np.cumsum(member) - 1)[order[member[order]]]
 
 
 def summary_text(summary: Mapping) -> str:

@@ -270,8 +270,10 @@ def solve_gated(
         row_ind, col_ind = min_weight_full_bipartite_matching(graph, solver=backend.name)
         linked = col_ind < n_cols
         row_ind, col_ind = row_ind[linked], col_ind[linked]
-    order = np.argsort(row_ind, kind="stable")
-    return row_ind[order], col_ind[order]
+    if np.any(row_ind[1:] < row_ind[:-1]):  # (SciPy's gated solver returns them in order)
+        order = np.argsort(row_ind, kind="stable")
+        row_ind, col_ind = row_ind[order], col_ind[order]
+    return row_ind, col_ind
 
 
 DENSE_GATED_MAX_ENTRIES = 1 << 27

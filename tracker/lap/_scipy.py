@@ -74,8 +74,7 @@ def solve_gated(
         empty = np.empty(0, dtype=np.int64)
         return empty, empty
 
-    graph = sp.coo_array((np.ones(rows.size, dtype=np.int8), (rows, n_rows + cols)), shape=(n_rows + n_cols,) * 2)
-    _, labels = connected_components(graph, directed=False)
+    _, labels = connected_components(_bipartite_graph(rows, cols, n_rows, n_cols), directed=False)
     edge_label = labels[rows]
     n_labels = int(labels.max()) + 1
     edges_per_label = np.bincount(edge_label, minlength=n_labels)
@@ -120,10 +119,28 @@ def solve_gated(
             chosen_rows.append(r)
             chosen_cols.append(c)
 
-    row_ind = np.concatenate(chosen_rows)
-    col_ind = np.concatenate(chosen_cols)
-    order = np.argsort(row_ind, kind="stable")
-    return row_ind[order], col_ind[order]
+    # Rows are chosen once each: put them in order by marking them (no sort).
+    col_of_row = np.full(n_rows, -1, dtype=np.int64)
+    col_of_row[np.concatenate(chosen_rows)] = np.concatenate(chosen_cols)
+    row_ind = np.flatnonzero(col_of_row >= 0)
+    return row_ind, col_of_row[row_ind]
+
+
+def _bipartite_graph(rows: np.ndarray, cols: np.ndarray, n_rows: int, n_cols: int):
+    """The gated problem's graph for :func:`connected_components`: rows are nodes ``0 .. n_rows - 1``, columns
+    the nodes after them, an edge per candidate (in one direction; the search ignores directions).
+
+    Candidates sorted by row make a CSR matrix directly, with 32-bit indices where they fit: SciPy converts
+    other input to that (for 8k rows and 20k candidates, 1.45 ms a problem from COO, 0.5 ms so).
+    """
+    n = n_rows + n_cols
+    if rows.size and np.any(rows[1:] < rows[:-1]):
+        return sp.coo_array((np.ones(rows.size), (rows, n_rows + cols)), shape=(n, n))
+    index = np.int32 if max(n, rows.size) < np.iinfo(np.int32).max else np.int64
+    indptr = np.zeros(n + 1, dtype=index)
+    indptr[1:n_rows + 1] = np.cumsum(np.bincount(rows, minlength=n_rows))
+    indptr[n_rows + 1:] = rows.size
+    return sp.csr_array((np.ones(rows.size), (n_rows + cols).astype(index), indptr), shape=(n, n))
 
 
 class _NodeOrder:

@@ -401,7 +401,7 @@ def auction_square(prob: _Problem, kern, schedule: list[int], prices=None, n_obj
     limited = max_rounds is not None
     if not limited:
         max_rounds = MAX_ITERATIONS_PER_ROW * n + 100_000
-    stats = {"phases": len(schedule), "rounds": 0, "tails": 0, "syncs": 0, "phase_rounds": [], "phase_seconds": []}
+    stats = {"phases": len(schedule), "rounds": 0, "tails": 0, "phase_launches": 0, "syncs": 0, "phase_rounds": [], "phase_seconds": []}
 
     for phase, eps in enumerate(schedule):
         phase_start = time.perf_counter()
@@ -431,7 +431,7 @@ def auction_square(prob: _Problem, kern, schedule: list[int], prices=None, n_obj
                           assigned, min(1 << 30, max_rounds + 1 - rounds), stop_rows, info, error):
                 done, parity = (int(v) for v in info)
                 rounds += done
-                stats["phase_launches"] = stats.get("phase_launches", 0) + 1
+                stats["phase_launches"] += 1
                 continue
             if count <= tail_rows:
                 kern.tail(prob, price, lists[0], lists[1], counts, parity, eps, target, bid, col_bid, winner,
@@ -468,22 +468,31 @@ def _integer_map(xp, values, n_square: int, extra_factor: int = 1):
     """
     lo = float(values.min()) if values.size else 0.0
     hi = float(values.max()) if values.size else 0.0
-    span = hi - lo
-    budget = float(1 << COST_BITS) / extra_factor
     integral = bool(xp.all(values == xp.floor(values))) if values.size else True
-    if integral and span * (n_square + 1) <= budget and abs(lo) < 2**52 and abs(hi) < 2**52:
-        factor = n_square + 1
+    factor, scale, max_cost = _map_parameters(lo, hi, n_square, integral, extra_factor)
+    if factor:
 
         def mapping(v):
             return (xp.asarray(v, dtype=np.float64) - lo).astype(np.int64) * factor
 
-        return mapping, int(span) * factor, True
-    scale = budget / span if span > 0 else 1.0
+        return mapping, max_cost, True
 
     def mapping(v):
         return xp.rint((xp.asarray(v, dtype=np.float64) - lo) * scale).astype(np.int64)
 
-    return mapping, int(math.ceil(span * scale)), False
+    return mapping, max_cost, False
+
+
+def _map_parameters(lo: float, hi: float, n_square: int, integral: bool, extra_factor: int = 1):
+    """``(factor, scale, max mapped cost)`` of the map of costs in ``[lo, hi]`` to int64 (:func:`_integer_map`):
+    integer costs that fit get ``factor = scale = n_square + 1``, others ``factor = 0`` and ``scale`` =
+    ``2**COST_BITS / extra_factor`` over the range (mapped units per cost unit)."""
+    span = hi - lo
+    budget = float(1 << COST_BITS) / extra_factor
+    if integral and span * (n_square + 1) <= budget and abs(lo) < 2**52 and abs(hi) < 2**52:
+        return n_square + 1, float(n_square + 1), int(span) * (n_square + 1)
+    scale = budget / span if span > 0 else 1.0
+    return 0, scale, int(math.ceil(span * scale))
 
 
 def _square_csr(xp, n_rows, n_cols, rows, cols, cost_i, row_un_i, col_un_i, zero_i):
@@ -706,7 +715,7 @@ def refine_dense(cost, start, column_duals, eps_cost: float, *, emulate=False):
     return assigned.astype(np.int64)
 
 
-def dense_with_exact_finish(cost, *, finish: str = "sap", stats: dict | None = None):
+def dense_with_exact_finish(cost, *, finish: str = "tree", stats: dict | None = None):
     """Dense problem on the GPU: a truncated epsilon-scaled auction, then an exact Hungarian finish.
 
     The issue's second road to exactness ("finish with a shortest-augmenting-path/Hungarian phase
@@ -785,13 +794,7 @@ def _dense_problem_gpu(c, integral: bool):
 
     n = c.shape[0]
     lo, hi = float(c.min()), float(c.max())
-    span = hi - lo
-    budget = float(1 << COST_BITS)
-    if integral and span * (n + 1) <= budget:
-        factor, scale, max_cost = n + 1, float(n + 1), int(span) * (n + 1)
-    else:
-        factor, scale = 0, (budget / span if span > 0 else 1.0)
-        max_cost = int(math.ceil(span * scale))
+    factor, scale, max_cost = _map_parameters(lo, hi, n, integral)
     icost = cp.empty(n * n, dtype=np.int64)
     blocks = min(-(-icost.size // 256), 65535)
     _cuda_kernels().functions["dense_to_int"]((blocks,), (256,), (c, np.int64(icost.size), np.float64(lo),

@@ -36,6 +36,9 @@ SETTINGS = {
     "no phase kernel": dict(PHASE_KERNEL=False),
     "1 block/SM": dict(PHASE_BLOCKS_PER_SM=1),
     "2 blocks/SM": dict(PHASE_BLOCKS_PER_SM=2),
+    "int handoff 1": dict(DENSE_HANDOFF_UNITS=1.0),
+    "int handoff 0.1": dict(DENSE_HANDOFF_UNITS=0.1),
+    "int handoff 1, factor 16": dict(DENSE_HANDOFF_UNITS=1.0, DENSE_ALPHA=16),
 }
 
 

@@ -92,6 +92,29 @@ def test_is_integral_and_tolerance():
     assert eps_abs == 0.0 and 0 < eps_rel < 1e-10
 
 
+def summary_matrices(seed: int, count: int):
+    """Random matrices with a mix of integers, fractions, huge values, +inf, -inf and NaN."""
+    rng = np.random.default_rng(seed)
+    for _ in range(count):
+        shape = tuple(int(x) for x in rng.integers(0, 40, size=2))
+        c = rng.integers(-50, 50, size=shape).astype(np.float64)
+        for value, fraction in [(np.inf, 0.1), (-np.inf, 0.02), (np.nan, 0.02), (0.5, 0.02), (2.0**55, 0.01)]:
+            c[rng.random(shape) < fraction * rng.integers(0, 2)] = value
+        yield c
+
+
+def test_summarize_dense_on_numpy():
+    for c in summary_matrices(5, 300):
+        s = _gpu_common.summarize_dense(c)
+        finite = c[np.isfinite(c)]
+        assert (s.n_posinf, s.n_invalid) == (np.isposinf(c).sum(), np.isnan(c).sum() + np.isneginf(c).sum())
+        assert s.lo == (finite.min() if finite.size else np.inf)
+        assert s.hi == (finite.max() if finite.size else -np.inf)
+        lim = _gpu_common.INTEGRAL_LIMIT / max(1, *c.shape)
+        assert s.integral == bool(np.all((finite == np.round(finite)) & (np.abs(finite) < lim)))
+        assert s.all_finite == bool(np.isfinite(c).all())
+
+
 def test_pad_square():
     c = np.arange(6.0).reshape(2, 3)
     p = _gpu_common.pad_square(c)
@@ -138,6 +161,18 @@ def test_big_m_preserves_optimum(n, extra, data):
 # ---------------------------------------------------------------------------------------------
 
 matrix_kinds = st.sampled_from(KINDS)
+
+
+@pytest.mark.gpu
+def test_summarize_dense_gpu_matches_numpy():
+    import cupy as cp
+
+    for c in summary_matrices(6, 300):
+        assert _gpu_common.summarize_dense(cp.asarray(c)) == _gpu_common.summarize_dense(c)
+    big = np.random.default_rng(7).integers(0, 1000, size=(3000, 2999)).astype(np.float64)
+    big[1234, 567] = -7.5
+    big[2999, 2998] = np.inf
+    assert _gpu_common.summarize_dense(cp.asarray(big)) == _gpu_common.summarize_dense(big)
 
 
 @pytest.mark.gpu

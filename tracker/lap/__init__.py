@@ -22,7 +22,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from ..backend import get_array_module, is_cupy_array, to_numpy
-from . import _scipy  # noqa: F401  (registers "scipy")
+from . import _gpu_common, _scipy  # noqa: F401  (_scipy registers "scipy")
 from ._registry import Solver, available_solvers, get_solver, register_solver
 from ._scipy import reduced_problem
 
@@ -101,7 +101,11 @@ def linear_sum_assignment(cost: Any, maximize: bool = False, *, solver: str = "a
     matrix = matrix.astype(np.float64, copy=True)
     if maximize:
         matrix = -matrix
-    if bool(xp_in.isnan(matrix).any()) or bool(xp_in.isneginf(matrix).any()):
+    if xp_in is np:
+        invalid = bool(np.isnan(matrix).any()) or bool(np.isneginf(matrix).any())
+    else:  # one pass on the GPU (CuPy's reductions to one value are slow on large matrices)
+        invalid = _gpu_common.summarize_dense(matrix).n_invalid > 0
+    if invalid:
         raise ValueError("matrix contains invalid numeric entries")
 
     transposed = matrix.shape[0] > matrix.shape[1]

@@ -6,6 +6,8 @@ none of them imports CuPy at module import time.
 
 What is here
 ------------
+* :func:`summarize_dense` — range, infinities, NaNs and integrality of a
+  matrix in one pass (one kernel on the GPU).
 * :func:`prepare_dense` — one call that turns the backend's input (an
   ``(n, m)`` float64 matrix, ``n <= m``, entries finite or ``+inf``) into a
   :class:`DenseProblem`: a finite matrix (``+inf`` replaced by a big-M, see
@@ -33,35 +35,68 @@ INTEGRAL_LIMIT = 2.0**50
 ``n * (max|C| + big-M)`` stays below 2**53; this bounds the magnitudes."""
 
 
-def is_integral(cost: Any) -> bool:
-    """True if every finite entry is an integer of modest magnitude (``< 2**50 / n``)."""
+@dataclass(frozen=True)
+class DenseSummary:
+    """What one pass over a dense cost matrix tells the input checks (see :func:`summarize_dense`)."""
+
+    lo: float  # smallest finite entry (+inf when there is none)
+    hi: float  # largest finite entry (-inf when there is none)
+    n_posinf: int  # +inf entries (forbidden pairs)
+    n_invalid: int  # NaN or -inf entries
+    n_nonintegral: int  # finite entries that are not integers below INTEGRAL_LIMIT / max(n, m) in magnitude
+
+    @property
+    def all_finite(self) -> bool:
+        return self.n_posinf == 0 and self.n_invalid == 0
+
+    @property
+    def integral(self) -> bool:
+        return self.n_nonintegral == 0
+
+
+SUMMARY_BLOCKS = 2048
+"""Blocks of the CuPy summary pass: enough to fill any current GPU (16 per SM on 132 SMs)."""
+
+
+def summarize_dense(cost: Any) -> DenseSummary:
+    """Range, infinities, invalid entries and integrality of a float64 matrix, in one pass.
+
+    On CuPy, one kernel (``dense_input.cu``) over the whole matrix: CuPy's own reductions to a
+    single value run in one thread block, which made these checks the slowest part of a large solve.
+    """
     xp = get_array_module(cost)
     lim = INTEGRAL_LIMIT / max(1, max(cost.shape))
     if cost.size == 0:
-        return True
-    if xp is not np:  # one fused reduction, no n x n temporaries
-        bad = _nonintegral_kernel()(cost, lim)
-        return int(bad) == 0
-    finite = xp.isfinite(cost)
-    vals = cost[finite]
-    if vals.size == 0:
-        return True
-    return bool(xp.all(vals == xp.round(vals))) and float(xp.abs(vals).max()) < lim
+        return DenseSummary(np.inf, -np.inf, 0, 0, 0)
+    if xp is not np:
+        return _summarize_on_gpu(xp, cost, lim)
+    finite = np.isfinite(cost)
+    values = cost[finite]
+    n_posinf = int(np.count_nonzero(np.isposinf(cost)))
+    n_invalid = cost.size - values.size - n_posinf
+    if values.size == 0:
+        return DenseSummary(np.inf, -np.inf, n_posinf, n_invalid, 0)
+    n_nonintegral = int(np.count_nonzero((values != np.rint(values)) | (np.abs(values) >= lim)))
+    return DenseSummary(float(values.min()), float(values.max()), n_posinf, n_invalid, n_nonintegral)
 
 
-_KERNELS: dict = {}
+def _summarize_on_gpu(cp, cost, lim: float) -> DenseSummary:
+    from ._cuda import load_module
+
+    cost = cp.ascontiguousarray(cost, dtype=cp.float64)
+    blocks = int(min(SUMMARY_BLOCKS, -(-cost.size // 256)))
+    lo = cp.empty(blocks, dtype=cp.float64)
+    hi = cp.empty(blocks, dtype=cp.float64)
+    counts = cp.empty((blocks, 3), dtype=cp.int64)
+    load_module("dense_input.cu").get_function("dense_summary")(
+        (blocks,), (256,), (cost, np.int64(cost.size), np.float64(lim), lo, hi, counts))
+    n_posinf, n_invalid, n_nonintegral = (int(x) for x in counts.get().sum(axis=0))
+    return DenseSummary(float(lo.get().min()), float(hi.get().max()), n_posinf, n_invalid, n_nonintegral)
 
 
-def _nonintegral_kernel():
-    """CuPy reduction: number of finite entries that are not integers below ``lim`` in magnitude."""
-    if "nonint" not in _KERNELS:
-        import cupy
-
-        _KERNELS["nonint"] = cupy.ReductionKernel(
-            "float64 x, float64 lim", "int64 y",
-            "(isinf(x) || (x == rint(x) && fabs(x) < lim)) ? 0 : 1",
-            "a + b", "y = a", "0", "hungarian_nonintegral")
-    return _KERNELS["nonint"]
+def is_integral(cost: Any) -> bool:
+    """True if every finite entry is an integer of modest magnitude (``< 2**50 / n``)."""
+    return summarize_dense(cost).integral
 
 
 def big_m(lo: float, hi: float, n: int, integral: bool) -> float:
@@ -111,30 +146,33 @@ class DenseProblem:
     forbidden: bool  # some entry was +inf (replaced by big_m)
     big_m: float | None
     infeasible: bool  # a row or column without any finite entry (only rows matter when n < m)
+    lo: float  # smallest entry of `cost` (after the big-M fill)
+    hi: float  # largest entry of `cost` (the big-M when something was forbidden)
 
 
 def prepare_dense(cost: Any) -> DenseProblem:
     """Check and normalise a backend input (see module docstring)."""
     xp = get_array_module(cost)
     n, m = cost.shape
-    finite = xp.isfinite(cost)
-    all_finite = bool(finite.all())
-    integral = is_integral(cost)
-    if all_finite:
-        lo, hi = float(cost.min()), float(cost.max())
+    summary = summarize_dense(cost)
+    integral = summary.integral
+    if summary.all_finite:
+        lo, hi = summary.lo, summary.hi
         scale = max(abs(lo), abs(hi), 1e-300)
-        return DenseProblem(cost, n, m, integral, *zero_tolerance(integral), scale, False, None, False)
+        return DenseProblem(cost, n, m, integral, *zero_tolerance(integral), scale, False, None, False, lo, hi)
+    if not np.isfinite(summary.lo):  # no finite entry at all
+        return DenseProblem(cost, n, m, integral, 0.5, 0.0, 1.0, True, None, True, 0.0, 0.0)
+    finite = xp.isfinite(cost)
     row_ok = bool(finite.any(axis=1).all())
     col_ok = bool(finite.any(axis=0).all()) if n == m else True
-    if not (row_ok and col_ok) or not bool(finite.any()):
-        return DenseProblem(cost, n, m, integral, 0.5, 0.0, 1.0, True, None, True)
-    vals = cost[finite]
-    lo, hi = float(vals.min()), float(vals.max())
+    if not (row_ok and col_ok):
+        return DenseProblem(cost, n, m, integral, 0.5, 0.0, 1.0, True, None, True, 0.0, 0.0)
+    lo, hi = summary.lo, summary.hi
     scale = max(abs(lo), abs(hi), 1e-300)
     mval = big_m(lo, hi, n, integral)
     filled = xp.where(finite, cost, mval)
     return DenseProblem(xp.ascontiguousarray(filled), n, m, integral, *zero_tolerance(integral), scale, True,
-                        mval, False)
+                        mval, False, lo, mval)
 
 
 def pad_square(cost: Any, value: float = 0.0) -> Any:

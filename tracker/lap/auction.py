@@ -103,6 +103,9 @@ DENSE_ALPHA = 4
 """Epsilon-scaling factor of the dense auction before an exact finish."""
 DENSE_HANDOFF_EPS = 1e-6
 """Epsilon of the last auction phase before the exact finish, relative to the largest (mapped) cost."""
+DENSE_HANDOFF_UNITS: float | None = None
+"""Integer costs only: the last auction phase's epsilon is at least this many cost units (the duals
+handed to the finish are rounded to integers anyway). ``None``: :data:`DENSE_HANDOFF_EPS` alone."""
 DENSE_PHASE_STOP = 0.003
 """Before an exact finish, every auction phase stops once at most this fraction of the rows (and at least
 :data:`DENSE_PHASE_STOP_MIN`) are unassigned: the end of a phase is long chains of single evictions, a
@@ -742,11 +745,14 @@ def dense_with_exact_finish(cost, *, finish: str = "tree", stats: dict | None = 
     n = c.shape[0]
     if n == 1:
         return _gpu_common.finish(problem, cost, cp.zeros(1, dtype=np.int64))
-    prob, scale = _dense_problem_gpu(c, problem.integral)
+    lo, hi = (min(problem.lo, 0.0), max(problem.hi, 0.0)) if n > n0 else (problem.lo, problem.hi)
+    prob, scale = _dense_problem_gpu(c, problem.integral, lo, hi)
     t_prep = time.perf_counter()
     stop_rows = max(DENSE_PHASE_STOP_MIN, int(DENSE_PHASE_STOP * n))
-    schedule = eps_schedule(prob.max_cost, alpha=DENSE_ALPHA,
-                            stop_eps=max(1, int(DENSE_HANDOFF_EPS * prob.max_cost)))
+    stop_eps = max(1, int(DENSE_HANDOFF_EPS * prob.max_cost))
+    if problem.integral and DENSE_HANDOFF_UNITS is not None:
+        stop_eps = max(stop_eps, int(DENSE_HANDOFF_UNITS * scale))
+    schedule = eps_schedule(prob.max_cost, alpha=DENSE_ALPHA, stop_eps=stop_eps)
     assigned, price = auction_square(prob, _kernels(False), schedule, stop_rows=stop_rows)
     auction_stats = dict(LAST_STATS)
     t1 = time.perf_counter()  # auction_square's last count read synchronised
@@ -787,13 +793,12 @@ def dense_with_exact_finish(cost, *, finish: str = "tree", stats: dict | None = 
     return result
 
 
-def _dense_problem_gpu(c, integral: bool):
+def _dense_problem_gpu(c, integral: bool, lo: float, hi: float):
     """:func:`_dense_problem` for a finite square CuPy matrix in one fused pass (no n x n temporaries);
-    also the scale of the map (mapped units per cost unit)."""
+    also the scale of the map (mapped units per cost unit). ``lo``, ``hi``: the matrix's min and max."""
     import cupy as cp
 
     n = c.shape[0]
-    lo, hi = float(c.min()), float(c.max())
     factor, scale, max_cost = _map_parameters(lo, hi, n, integral)
     icost = cp.empty(n * n, dtype=np.int64)
     blocks = min(-(-icost.size // 256), 65535)

@@ -106,6 +106,11 @@ DENSE_HANDOFF_EPS = 1e-6
 DENSE_HANDOFF_UNITS: float | None = None
 """Integer costs only: the last auction phase's epsilon is at least this many cost units (the duals
 handed to the finish are rounded to integers anyway). ``None``: :data:`DENSE_HANDOFF_EPS` alone."""
+DENSE_WARM_START = False
+"""Start the dense auction from the Hungarian's row and column reduction: its column duals as prices, its
+greedy tight pairs as the first assignment, and epsilon from :data:`DENSE_WARM_EPS` of the range."""
+DENSE_WARM_EPS = 1e-3
+"""First epsilon of a warm-started dense auction, relative to the largest (mapped) cost."""
 DENSE_PHASE_STOP = 0.003
 """Before an exact finish, every auction phase stops once at most this fraction of the rows (and at least
 :data:`DENSE_PHASE_STOP_MIN`) are unassigned: the end of a phase is long chains of single evictions, a
@@ -356,11 +361,13 @@ def _cuda_kernels():
 
 # ------------------------------------------------------------------- driver --
 
-def eps_schedule(max_cost: int, eps_final: int = 1, alpha: int | None = None, stop_eps: int | None = None) -> list[int]:
-    """Decreasing epsilons from about ``max_cost / alpha`` down to ``eps_final`` (or ``stop_eps``)."""
+def eps_schedule(max_cost: int, eps_final: int = 1, alpha: int | None = None, stop_eps: int | None = None,
+                 first_eps: int | None = None) -> list[int]:
+    """Decreasing epsilons from about ``max_cost / alpha`` (or ``first_eps``) down to ``eps_final`` (or
+    ``stop_eps``), by factors of ``alpha``."""
     alpha = ALPHA if alpha is None else alpha
     last = max(int(eps_final), int(stop_eps or 0), 1)
-    eps = max(int(max_cost) // alpha, last)
+    eps = max(int(max_cost) // alpha if first_eps is None else int(first_eps), last)
     schedule = [eps]
     while eps > last:
         eps = max(eps // alpha, last)
@@ -375,8 +382,8 @@ def auction_square(prob: _Problem, kern, schedule: list[int], prices=None, n_obj
     ``n_objects`` (default: as many as rows) columns; more make the problem
     asymmetric (every row matched, columns optional: run it as one phase from
     zero prices). ``start``, a column for every row (one-to-one), is the
-    initial assignment: rows that violate eps-complementary slackness at the
-    first eps (with ``prices``) are released, the others keep their column.
+    initial assignment (``-1``: none): rows that violate eps-complementary
+    slackness at the first eps (with ``prices``) are released, the others keep their column.
     Past ``max_rounds`` rounds in a phase it raises :class:`_RoundLimit`
     (default: an :class:`AuctionError` after :data:`MAX_ITERATIONS_PER_ROW`
     per row). ``stop_rows > 0`` truncates every phase once at most that many
@@ -391,7 +398,8 @@ def auction_square(prob: _Problem, kern, schedule: list[int], prices=None, n_obj
     owner = xp.full(n_objects, -1, dtype=np.int32)
     if start is not None:
         assigned[:] = xp.asarray(start, dtype=np.int32)
-        owner[assigned] = xp.arange(n, dtype=np.int32)
+        has = assigned >= 0
+        owner[assigned[has]] = xp.arange(n, dtype=np.int32)[has]
     target = xp.full(n, -1, dtype=np.int32)
     bid = xp.zeros(n, dtype=np.int64)
     col_bid = xp.zeros(n_objects, dtype=np.int64)
@@ -752,8 +760,20 @@ def dense_with_exact_finish(cost, *, finish: str = "tree", stats: dict | None = 
     stop_eps = max(1, int(DENSE_HANDOFF_EPS * prob.max_cost))
     if problem.integral and DENSE_HANDOFF_UNITS is not None:
         stop_eps = max(stop_eps, int(DENSE_HANDOFF_UNITS * scale))
-    schedule = eps_schedule(prob.max_cost, alpha=DENSE_ALPHA, stop_eps=stop_eps)
-    assigned, price = auction_square(prob, _kernels(False), schedule, stop_rows=stop_rows)
+    mod = hungarian_tree._module()
+    start = prices = first_eps = None
+    if DENSE_WARM_START:
+        # The Hungarian's Alg. 1 (row and column reduction) and its greedy matching of tight pairs: its
+        # column duals are the first prices (every greedy pair then is at its row's best: 0-CS), the
+        # greedy pairs the first assignment.
+        _, v_start, start, _ = hungarian_tree.initial_reduction(cp, mod, c, n, n, problem.eps, problem.eps_rel,
+                                                                square=True)
+        prices = cp.rint(-v_start * scale).astype(np.int64)
+        prices -= prices.min()  # bids must be positive (a common shift changes no choice)
+        first_eps = int(DENSE_WARM_EPS * prob.max_cost)
+    schedule = eps_schedule(prob.max_cost, alpha=DENSE_ALPHA, stop_eps=stop_eps, first_eps=first_eps)
+    assigned, price = auction_square(prob, _kernels(False), schedule, prices=prices, start=start,
+                                     stop_rows=stop_rows)
     auction_stats = dict(LAST_STATS)
     t1 = time.perf_counter()  # auction_square's last count read synchronised
 
@@ -772,7 +792,6 @@ def dense_with_exact_finish(cost, *, finish: str = "tree", stats: dict | None = 
     row4col = cp.full(n, -1, dtype=cp.int32)
     row4col[col4row[tight]] = rows[tight]
     finish_stats: dict = {}
-    mod = hungarian_tree._module()
     kept = int(tight.sum())
     free = n - kept
     if free and finish == "tree":

@@ -16,6 +16,7 @@ the objective with the best Hungarian solver's (both exact; integers exactly, fl
 from __future__ import annotations
 
 import argparse
+import ast
 import sys
 from pathlib import Path
 
@@ -45,9 +46,12 @@ SETTINGS = {
 
 def setting(name: str) -> dict:
     """Module attributes of a setting: a name of :data:`SETTINGS`, or ``FINISH:ALPHA:HANDOFF:STOP``
-    (e.g. ``sap:8:1e-6:0.003``; a STOP of 0 runs every phase to its end but the last 8 rows)."""
+    (e.g. ``sap:8:1e-6:0.003``; a STOP of 0 runs every phase to its end but the last 8 rows), or
+    space-separated ``NAME=VALUE`` assignments of module attributes."""
     if name in SETTINGS:
         return SETTINGS[name]
+    if "=" in name:  # "DENSE_WARM_EPS=1e-5 DENSE_ALPHA=8": module attributes, Python literals
+        return {key: ast.literal_eval(value) for key, value in (item.split("=") for item in name.split())}
     finish, alpha, handoff, stop = name.split(":")
     return dict(DENSE_FINISH=finish, DENSE_ALPHA=int(alpha), DENSE_HANDOFF_EPS=float(handoff),
                 DENSE_PHASE_STOP=float(stop))

@@ -98,10 +98,13 @@ def linear_sum_assignment(cost: Any, maximize: bool = False, *, solver: str = "a
         raise ValueError(f"expected a matrix (2-D array), got a {matrix.ndim}-D array instead")
     if matrix.dtype.kind not in "biuf":
         raise ValueError(f"cost matrix must be real numbers, not {matrix.dtype}")
-    matrix = matrix.astype(np.float64, copy=True)
+    backend = get_solver(solver, "dense")
+    xp = _module_for(backend)
+    # to the solver's device first (a GPU checks and converts a large matrix much faster than the host)
+    matrix = _as_array(xp, matrix, None).astype(np.float64, copy=True)
     if maximize:
         matrix = -matrix
-    if xp_in is np:
+    if xp is np:
         invalid = bool(np.isnan(matrix).any()) or bool(np.isneginf(matrix).any())
     else:  # one pass on the GPU (CuPy's reductions to one value are slow on large matrices)
         invalid = _gpu_common.summarize_dense(matrix).n_invalid > 0
@@ -116,9 +119,7 @@ def linear_sum_assignment(cost: Any, maximize: bool = False, *, solver: str = "a
         empty = xp_in.empty(0, dtype=np.int64)
         return empty, empty.copy()
 
-    backend = get_solver(solver, "dense")
-    xp = _module_for(backend)
-    device_matrix = xp.ascontiguousarray(xp.asarray(matrix))
+    device_matrix = xp.ascontiguousarray(matrix)
     col_of_row = backend.dense(device_matrix)
     _check_assignment(xp, col_of_row, device_matrix, "cost matrix is infeasible")
     col_of_row = to_numpy(col_of_row).astype(np.int64)

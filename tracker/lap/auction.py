@@ -97,8 +97,9 @@ DENSE_FINISH: str | None = "tree"
 """How a dense problem ends on the GPU. ``"sap"``: the auction's prices go to the Hungarian solvers' exact
 finish (step 5a, an auction with eps = 0 on exact duals, then Dijkstra-order augmenting paths:
 :func:`tracker.lap.hungarian_tree.sap_finish`); ``"tree"``: the multi-tree Hungarian phases first, then
-that finish (for costs with many ties); ``None``: the auction alone, epsilon-scaled down to ``eps = 1``
-on the integer map (exact there; also what the NumPy emulation runs)."""
+that finish (for costs with many ties); ``"classical"``: the classical Hungarian's iterations
+(:func:`tracker.lap.hungarian_classical.classical_phases`: zero lists and dual updates), then that finish;
+``None``: the auction alone, epsilon-scaled down to ``eps = 1`` on the integer map (exact there; also what the NumPy emulation runs)."""
 DENSE_ALPHA = 4
 """Epsilon-scaling factor of the dense auction before an exact finish."""
 DENSE_HANDOFF_EPS = 1e-6
@@ -748,7 +749,7 @@ def dense_with_exact_finish(cost, *, finish: str = "tree", stats: dict | None = 
     """
     import cupy as cp
 
-    from . import _gpu_common, hungarian_tree
+    from . import _gpu_common, hungarian_classical, hungarian_tree
 
     t0 = time.perf_counter()
     n0 = cost.shape[0]
@@ -803,6 +804,10 @@ def dense_with_exact_finish(cost, *, finish: str = "tree", stats: dict | None = 
     finish_stats: dict = {}
     kept = int(tight.sum())
     free = n - kept
+    if free and finish == "classical":
+        hungarian_classical.classical_phases(cp, c, problem.eps, problem.eps_rel, u, v, col4row, row4col,
+                                             finish_stats)
+        free = 0
     if free and finish == "tree":
         free = hungarian_tree.tree_phases(cp, mod, c, n, n, problem.eps, problem.eps_rel, u, v, col4row, row4col,
                                           finish_stats)

@@ -56,12 +56,29 @@ def solve_dense(cost, *, stats: dict | None = None):
     if problem.infeasible:
         return _gpu_common.infeasible_result(n0, cp)
     c = cp.ascontiguousarray(_gpu_common.pad_square(problem.cost, 0.0), dtype=cp.float64)
+    n = c.shape[0]
+    # Alg. 1 + greedy (same kernels as the tree variant, duplicated in this module's .cu)
+    u, v, col4row, row4col = hungarian_tree.initial_reduction(cp, _module(), c, n, n, problem.eps, problem.eps_rel,
+                                                                square=True)
+    classical_phases(cp, c, problem.eps, problem.eps_rel, u, v, col4row, row4col, stats)
+    if stats is not None:
+        stats["seconds"] = time.perf_counter() - t0
+    return _gpu_common.finish(problem, cost, col4row[:n0])
+
+
+def classical_phases(cp, c, eps: float, eps_rel: float, u, v, col4row, row4col, stats: dict | None = None) -> None:
+    """Complete a partial assignment of the square float64 CuPy matrix ``c`` (in place).
+
+    ``u, v``: feasible duals (``c - u - v >= 0`` within the zero tolerance ``eps, eps_rel``), and every
+    pair of ``col4row`` / ``row4col`` (int32, ``-1``: free) tight under them, as Alg. 1 + greedy leave
+    them or as the dense auction hands them over. Classical iterations (search, then a dual update when
+    no path was found) until every row is matched, or the hand-off to the Dijkstra finisher
+    (:data:`HANDOFF`).
+    """
+    from . import hungarian_tree
+
     n = m = c.shape[0]
     mod = _module()
-    # Alg. 1 + greedy (same kernels as the tree variant, duplicated in this module's .cu)
-    u, v, col4row, row4col = hungarian_tree.initial_reduction(cp, mod, c, n, m, problem.eps, problem.eps_rel,
-                                                                square=True)
-
     i32 = cp.int32
     Z = cp.empty(n * m, dtype=i32)
     zcnt = cp.empty(n, dtype=i32)
@@ -77,7 +94,7 @@ def solve_dense(cost, *, stats: dict | None = None):
     k_search = mod.get_function("cl_search")
     k_min = mod.get_function("cl_min_partial")
     k_update = mod.get_function("cl_min_update")
-    ni, mi, e, er = np.int32(n), np.int32(m), np.float64(problem.eps), np.float64(problem.eps_rel)
+    ni, mi, e, er = np.int32(n), np.int32(m), np.float64(eps), np.float64(eps_rel)
     grid_rows = ((n * 32 + 255) // 256,)
 
     def compress():
@@ -115,12 +132,9 @@ def solve_dense(cost, *, stats: dict | None = None):
         tree_mod = hungarian_tree._module()
         hungarian_tree.sap_finish(cp, tree_mod, c, n, m, u, v, col4row, row4col, stats)
     if stats is not None:
-        stats.update(classical_iters=iters, classical_duals=duals, handed_off=handed_off,
-                     seconds=time.perf_counter() - t0)
-    err = int(status[CS_ERROR].get())
-    if err:
+        stats.update(classical_iters=iters, classical_duals=duals, handed_off=handed_off)
+    if int(status[CS_ERROR].get()):
         raise RuntimeError("hungarian-classical: dual update found no finite slack (internal error)")
-    return _gpu_common.finish(problem, cost, col4row[:n0])
 
 
 register_solver(

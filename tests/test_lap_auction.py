@@ -174,7 +174,8 @@ def test_dense_larger(shape, kind, rng):
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("finish, warm", [("sap", False), ("tree", False), (None, False), ("sap", True),
-                                          ("tree", True), ("classical", True)])
+                                          ("tree", True), ("classical", True),
+                                          ("auto", True)])
 @pytest.mark.parametrize("phase_stop", [0.0, 0.01, 0.3])
 def test_dense_exact_finish_settings(finish, warm, phase_stop, monkeypatch):
     """Every way a dense auction can start (zero prices, or warm from the Hungarian's reduction) and end
@@ -184,7 +185,7 @@ def test_dense_exact_finish_settings(finish, warm, phase_stop, monkeypatch):
     monkeypatch.setattr(auction, "DENSE_WARM_START", warm)
     monkeypatch.setattr(auction, "DENSE_PHASE_STOP", phase_stop)
     monkeypatch.setattr(auction, "DENSE_PHASE_STOP_MIN", 0 if phase_stop == 0 else 8)
-    rng = np.random.default_rng([["sap", "tree", None, "classical"].index(finish), int(phase_stop * 100), warm])
+    rng = np.random.default_rng([["sap", "tree", None, "classical", "auto"].index(finish), int(phase_stop * 100), warm])
     kinds = ("int_small", "int_n", "int_10n", "float", "geometric", "negative", "wide", "ties", "inf", "inf_int")
     for trial in range(150):
         n = int(rng.integers(1, 160))

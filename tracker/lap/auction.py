@@ -93,8 +93,10 @@ PHASE_BLOCKS_PER_SM = 4
 ASYMMETRIC_MAX_ROUNDS = 50_000
 """Bidding rounds (plus one per row) after which the asymmetric form gives way to the square one."""
 
-DENSE_FINISH: str | None = "tree"
-"""How a dense problem ends on the GPU. ``"sap"``: the auction's prices go to the Hungarian solvers' exact
+DENSE_FINISH: str | None = "auto"
+"""How a dense problem ends on the GPU. ``"auto"``: ``"classical"`` for integer costs (exact ties, where
+its zero lists excel: 1.5-9x faster than ``"tree"`` on int [0, n/10] and int [0, n] on one H200), else
+``"tree"``. ``"sap"``: the auction's prices go to the Hungarian solvers' exact
 finish (step 5a, an auction with eps = 0 on exact duals, then Dijkstra-order augmenting paths:
 :func:`tracker.lap.hungarian_tree.sap_finish`); ``"tree"``: the multi-tree Hungarian phases first, then
 that finish (for costs with many ties); ``"classical"``: the classical Hungarian's iterations
@@ -733,7 +735,7 @@ def refine_dense(cost, start, column_duals, eps_cost: float, *, emulate=False):
     return assigned.astype(np.int64)
 
 
-def dense_with_exact_finish(cost, *, finish: str = "tree", stats: dict | None = None):
+def dense_with_exact_finish(cost, *, finish: str = "auto", stats: dict | None = None):
     """Dense problem on the GPU: a truncated epsilon-scaled auction, then an exact Hungarian finish.
 
     The issue's second road to exactness ("finish with a shortest-augmenting-path/Hungarian phase
@@ -804,6 +806,8 @@ def dense_with_exact_finish(cost, *, finish: str = "tree", stats: dict | None = 
     finish_stats: dict = {}
     kept = int(tight.sum())
     free = n - kept
+    if finish == "auto":
+        finish = "classical" if problem.integral else "tree"
     if free and finish == "classical":
         hungarian_classical.classical_phases(cp, c, problem.eps, problem.eps_rel, u, v, col4row, row4col,
                                              finish_stats)

@@ -35,12 +35,12 @@ import numpy as np
 from scipy.spatial import cKDTree
 
 from . import lap
-from .confidence import link_confidence
+from .confidence import chosen_edge_index, link_confidence
 from .costs import (
     DEFAULT_NO_LINK_FACTOR, gated_links, gated_links_per_source, nearest_target, no_link_cost, searches_on_gpu,
     target_tree_of, within_radius,
 )
-from .gaps import DEFAULT_GAP_PENALTY, DEFAULT_MAX_GAP, close_gaps, near_edge
+from .gaps import DEFAULT_GAP_PENALTY, DEFAULT_MAX_GAP, bounding_box, close_gaps, edge_clearance
 from .motion import (
     DEFAULT_GATE_SIGMAS, DEFAULT_PRIOR_STEPS, MotionModel, chi2_3_sf, own_scatter_cost, own_scatter_prior_steps,
     predict_positions, spread_factor, truncated_gaussian_variance,
@@ -235,7 +235,7 @@ def link_detections(
     state.gap_penalty = gap_penalty
     state.keep_searches = smoothing
     if n:
-        state.low, state.high = positions.min(axis=0), positions.max(axis=0)
+        state.edge_clearance = edge_clearance(positions, bounding_box(positions))
 
     frame_values, starts = np.unique(frames, return_index=True)
     bounds = np.append(starts, n)
@@ -323,7 +323,7 @@ class _LinkState:
         self.prior_steps = DEFAULT_PRIOR_STEPS  # until the tracks tell (own_scatter_prior_steps)
         self.has_successor = np.zeros(n, dtype=bool)
         self.gap_penalty = DEFAULT_GAP_PENALTY
-        self.low = self.high = np.zeros(3)
+        self.edge_clearance = np.zeros(n)  # each point's distance to the volume's edge (set by link_detections)
         self.inner_rows = 0
         self.inner_linked = 0
         self.inner_beyond_radius = 0.0  # expected number of those rows whose next step left their radius
@@ -415,7 +415,7 @@ class _LinkState:
         else:
             # Not the ends within a typical step of the edge of the volume:
             # those tracks most likely left it (as in gap closing).
-            inner = self._inner(positions, gap_ends)
+            inner = self._inner(gap_ends)
             gap_ends, gap_steps = gap_ends[inner], gap_steps[inner]
         used_model = self.model
         result = self._solve(positions, a, b, no_link_factor, solver, used_model, gap_ends, gap_steps)
@@ -431,7 +431,7 @@ class _LinkState:
         rows, cols, residual_sq, variance, confidence = result
         frame_rows = rows < len(a)
         if len(b):
-            inner = self._inner(positions, a)
+            inner = self._inner(a)
             linked = np.zeros(len(a), dtype=bool)
             linked[rows[frame_rows]] = True
             self.inner_rows += int(inner.sum())
@@ -443,9 +443,10 @@ class _LinkState:
         self._record_links(positions, sources[rows], b[cols], residual_sq, variance, confidence, steps)
         self.prior_steps = own_scatter_prior_steps(self.ratio_sum[b], self.ratio_count[b])
 
-    def _inner(self, positions, index):
-        """Whether points ``index`` lie farther than :meth:`edge_distance` from the edge of the volume."""
-        return ~near_edge(positions, index, self.edge_distance(), (self.low, self.high))
+    def _inner(self, index):
+        """Whether points ``index`` lie farther than :meth:`edge_distance` from the edge of the volume (the box of
+        all points; :func:`tracker.gaps.near_edge`'s test)."""
+        return ~(self.edge_clearance[index] < self.edge_distance())
 
     def _predict(self, positions, a, model):
         """Predicted positions of ``a``, class variance (µm², per axis), own scatter (:meth:`scale`), radii (µm).
@@ -455,7 +456,7 @@ class _LinkState:
         """
         has_v = self.has_velocity[a]
         p = model.current_persistence() if self.predicts(model) else 0.0
-        predicted = predict_positions(positions[a], self.velocity[a], has_v, p)
+        predicted = predict_positions(np.take(positions, a, axis=0), np.take(self.velocity, a, axis=0), has_v, p)
         variance = self.class_variance(has_v, model)
         own = self.scale(a)
         return predicted, variance, own, self._radius(variance, own)
@@ -474,7 +475,7 @@ class _LinkState:
         # A link across missing frames: cost and velocity per frame spanned.
         self.link_cost[dst] = residual_sq / steps
         self.confidence[dst] = confidence
-        self.velocity[dst] = (positions[dst] - positions[src]) / steps[:, None]
+        self.velocity[dst] = (np.take(positions, dst, axis=0) - np.take(positions, src, axis=0)) / steps[:, None]
         self.has_velocity[dst] = True
         self.ratio_sum[dst] = self.ratio_sum[src] + residual_sq / (3.0 * variance)
         self.ratio_count[dst] = self.ratio_count[src] + 1
@@ -513,12 +514,12 @@ class _LinkState:
             no_link_factor)
         chosen_rows, chosen_cols = lap.solve_gated(rows, cols, cost, (n_rows, len(b)), alternative, solver=solver)
         unassigned_scaled = alternative / (variance if plain else 1.0)
+        index = chosen_edge_index(rows, cols, chosen_rows, chosen_cols, len(b))
         confidence = link_confidence(
             rows, cols, scaled, np.broadcast_to(unassigned_scaled, (n_rows,)),
             np.full(len(b), alternative / np.median(variance) if plain else alternative),
-            chosen_rows, chosen_cols,
+            chosen_rows, chosen_cols, index,
         )
-        index = np.searchsorted(rows * len(b) + cols, chosen_rows * len(b) + chosen_cols)
         return chosen_rows, chosen_cols, distance_sq[index], variance[chosen_rows], confidence
 
     def relink_backwards(self, positions, frames, a, b, no_link_factor, solver):
@@ -547,9 +548,9 @@ class _LinkState:
         cost = distance_sq / variance[rows]
         alternative = self.scaled_no_link_cost(no_link_factor)
         chosen_rows, chosen_cols = lap.solve_gated(rows, cols, cost, (len(b), len(a)), alternative, solver=solver)
-        index = np.searchsorted(rows * len(a) + cols, chosen_rows * len(a) + chosen_cols)
+        index = chosen_edge_index(rows, cols, chosen_rows, chosen_cols, len(a))
         confidence = link_confidence(
-            rows, cols, cost, np.full(len(b), alternative), np.full(len(a), alternative), chosen_rows, chosen_cols
+            rows, cols, cost, np.full(len(b), alternative), np.full(len(a), alternative), chosen_rows, chosen_cols, index
         )
         self._record_links(positions, a[chosen_cols], b[chosen_rows], distance_sq[index], variance[chosen_rows],
                            confidence)
@@ -711,19 +712,22 @@ class _LinkState:
         predicted, variance, own, radius = self._predict(positions, a, self.model)
         rows, cols, distance_sq = self._search(positions, predicted, radius, frame_a, a, frame_b_points, b)
         residual_variance = self.class_variance(np.ones(1, bool))[0]
-        step = positions[b[cols]] - positions[a[rows]]
+        target_um = np.take(positions, b[cols], axis=0)
+        step = target_um - np.take(positions, a[rows], axis=0)
         start, stop = np.searchsorted(frames, [frame_b + 1, frame_b + 2])
         if self.lookahead and stop > start:
             # Only continuations within the cap's distance matter: farther ones cost the cap.
             ahead = None if searches_on_gpu(len(rows)) else self._frame_tree(positions, np.arange(start, stop))
-            _, continuation_sq = nearest_target(positions[b[cols]] + p * step, positions[start:stop],
+            _, continuation_sq = nearest_target(target_um + p * step, positions[start:stop],
                                                 np.sqrt(LOOKAHEAD_MAX_TERM * residual_variance), target_tree=ahead)
             future = np.minimum(continuation_sq / residual_variance, LOOKAHEAD_MAX_TERM)
         else:
             after = successor[b]
             has_next = (after >= 0) & (frames[np.maximum(after, 0)] == frame_b + 1)
-            next_step = positions[np.maximum(after, 0)] - positions[b]
-            future = np.sum((next_step[cols] - p * step) ** 2, axis=1) / residual_variance
+            next_step = np.take(positions, np.maximum(after, 0), axis=0) - np.take(positions, b, axis=0)
+            surprise = np.take(next_step, cols, axis=0) - p * step
+            surprise *= surprise
+            future = (surprise[:, 0] + surprise[:, 1] + surprise[:, 2]) / residual_variance  # (np.sum's order)
             future = np.where(has_next[cols], future, NEXT_STEP_TERM_MEAN)
         cost = own_scatter_cost(distance_sq, variance[rows], own[rows]) + future
         alternative = self.scaled_no_link_cost(no_link_factor) + NEXT_STEP_TERM_MEAN
@@ -735,9 +739,9 @@ class _LinkState:
         if rows.size == 0:
             return
         chosen_rows, chosen_cols = lap.solve_gated(rows, cols, cost, (len(a), len(b)), alternative, solver=solver)
-        index = np.searchsorted(rows * len(b) + cols, chosen_rows * len(b) + chosen_cols)
+        index = chosen_edge_index(rows, cols, chosen_rows, chosen_cols, len(b))
         confidence = link_confidence(
-            rows, cols, cost, np.full(len(a), alternative), np.full(len(b), alternative), chosen_rows, chosen_cols
+            rows, cols, cost, np.full(len(a), alternative), np.full(len(b), alternative), chosen_rows, chosen_cols, index
         )
         successor[a[chosen_rows]] = b[chosen_cols]
         self._record_links(positions, a[chosen_rows], b[chosen_cols], distance_sq[index], variance[chosen_rows],
@@ -745,7 +749,8 @@ class _LinkState:
 
     def _update_model(self, model, positions, a, b, rows, cols):
         src, dst = a[rows], b[cols]
-        model.update(positions[dst] - positions[src], self.velocity[src], self.has_velocity[src])
+        model.update(np.take(positions, dst, axis=0) - np.take(positions, src, axis=0),
+                     np.take(self.velocity, src, axis=0), self.has_velocity[src])
 
 
 @dataclass
@@ -818,7 +823,7 @@ def link_frame_pair(
         rows, cols, cost, (len(source_um), len(target_um)), alternative, solver=solver
     )
     # Edges are sorted by (row, col): find each chosen edge's cost.
-    index = np.searchsorted(rows * len(target_um) + cols, chosen_rows * len(target_um) + chosen_cols)
+    index = chosen_edge_index(rows, cols, chosen_rows, chosen_cols, len(target_um))
     return chosen_rows, chosen_cols, cost[index]
 
 

@@ -597,12 +597,15 @@ class _LinkState:
 
         The last :data:`TREES_KEPT` are kept: a frame is the target of one pair, then the source of the next
         (its tree orders that pair's queries, see :meth:`_search`), and in the look-ahead also the frame after
-        a pair's target.
+        a pair's target. The trees of the searches kept for the smoothing pass (:class:`_KeptSearch`) are
+        used too: the look-ahead's frame after a pair's target is the target of the pair after it.
         """
         key = (int(frame_points[0]), len(frame_points))
         tree = self._trees.get(key)
         if tree is None:
-            tree = self._trees[key] = target_tree_of(positions[key[0]:key[0] + key[1]])
+            kept = [search.tree for search in self._kept.values() if search.target_frame == key]
+            tree = kept[0] if kept else target_tree_of(positions[key[0]:key[0] + key[1]])
+            self._trees[key] = tree
             if len(self._trees) > TREES_KEPT:
                 del self._trees[next(iter(self._trees))]  # the oldest
         return tree

@@ -337,14 +337,15 @@ def test_gated_medium_components_match_the_per_component_path(problem):
                                gated_objective(*old, cost_of, row_un, col_un), rtol=1e-12, atol=1e-9)
 
 
-@pytest.mark.parametrize("dtype, high", [(np.uint8, 7), (np.int32, 100), (np.int32, 70_000), (np.int64, 2**40),
-                                         (np.int64, 1)])
-def test_stable_argsort_of_labels_is_numpys_stable_argsort(rng, dtype, high):
-    from tracker.lap._scipy import stable_argsort_of_labels
+@pytest.mark.parametrize("dtype, low, high", [(np.uint8, 0, 7), (np.int32, 0, 100), (np.int32, 0, 70_000),
+                                              (np.int64, 0, 2**40), (np.int64, -5, 1), (np.int16, -300, 300),
+                                              (np.int64, -2**62, 2**62), (bool, 0, 2), (np.float64, 0, 3)])
+def test_stable_argsort_is_numpys_stable_argsort(rng, dtype, low, high):
+    from tracker.tables import stable_argsort
 
     for n in (0, 1, 17, 5000):
-        labels = rng.integers(0, high, n).astype(dtype)
-        np.testing.assert_array_equal(stable_argsort_of_labels(labels), np.argsort(labels, kind="stable"))
+        values = rng.integers(low, high, n).astype(dtype)
+        np.testing.assert_array_equal(stable_argsort(values), np.argsort(values, kind="stable"))
 
 
 def _per_component_reference(n_rows, n_cols, rows, cols, cost, row_un, col_un):

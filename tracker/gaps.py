@@ -50,10 +50,11 @@ def edge_clearance(points: np.ndarray, bounds: tuple[np.ndarray, np.ndarray]) ->
     """Distance of each of the ``(n, d)`` ``points`` to the nearest face of the box ``bounds = (low, high)``,
     along the axes (negative outside the box)."""
     low, high = bounds
-    gap = np.minimum(points - low, high - points)
-    clearance = gap[:, 0]
-    for k in range(1, gap.shape[1]):
-        clearance = np.minimum(clearance, gap[:, k])
+    clearance = None
+    for k in range(points.shape[1]):  # (column by column: broadcasting (d,) over (n, d) is several times slower)
+        column = points[:, k]
+        gap = np.minimum(column - low[k], high[k] - column)
+        clearance = gap if clearance is None else np.minimum(clearance, gap)
     return clearance
 
 

@@ -578,15 +578,21 @@ class _LinkState:
     def _crowding(self, positions, frames, sample_size=2000):
         """Mean number of other detections within 3 residual standard deviations of a detection.
 
-        Counted in the most populous frame, around at most ``sample_size`` of its points.
+        Counted in the most populous frame (the first of them), around at most ``sample_size`` of its points.
+        ``frames`` are sorted.
         """
-        values, counts = np.unique(frames, return_counts=True)
-        if len(values) == 0 or counts.max() < 2:
+        if len(frames) == 0:
             return 0.0
-        points = positions[frames == values[np.argmax(counts)]]
+        starts = np.flatnonzero(np.r_[True, frames[1:] != frames[:-1]])
+        counts = np.diff(np.r_[starts, len(frames)])
+        if counts.max() < 2:
+            return 0.0
+        start, count = int(starts[np.argmax(counts)]), int(counts.max())
+        points = positions[start:start + count]
         radius = 3.0 * np.sqrt(self.class_variance(np.ones(1, bool))[0])
         sample = points[:: max(1, len(points) // sample_size)]
-        return float(target_tree_of(points).query_ball_point(sample, radius, return_length=True).mean() - 1.0)
+        tree = self._frame_tree(positions, np.arange(start, start + count))
+        return float(tree.query_ball_point(sample, radius, return_length=True).mean() - 1.0)
 
     def forget_searches(self) -> None:
         """Drop what the forward pass kept for the smoothing pass (:meth:`_search`)."""

@@ -242,6 +242,8 @@ def link_detections(
     frame_values, starts = np.unique(frames, return_index=True)
     bounds = np.append(starts, n)
     n_pairs = max(len(frame_values) - 1, 0)
+    if n_pairs:  # (the first pair's source frame: its tree orders the first searches)
+        state.prefetch_tree(positions, np.arange(bounds[0], bounds[1]))
     for k in range(n_pairs):
         if k + 2 < len(frame_values):  # the next pair's target frame
             state.prefetch_tree(positions, np.arange(bounds[k + 2], bounds[k + 3]))
@@ -612,6 +614,16 @@ class _LinkState:
         used too: the look-ahead's frame after a pair's target is the target of the pair after it.
         """
         key = (int(frame_points[0]), len(frame_points))
+        tree = self._known_tree(key)
+        if tree is None:
+            tree = self._trees[key] = target_tree_of(positions[key[0]:key[0] + key[1]])
+            if len(self._trees) > TREES_KEPT:
+                del self._trees[next(iter(self._trees))]  # the oldest
+        return tree
+
+    def _known_tree(self, key):
+        """The k-d tree of the frame ``key`` (first point, size) if one is kept, held by a kept search or being
+        built (:meth:`prefetch_tree`; then waited for), else None."""
         tree = self._trees.get(key)
         if tree is None:
             kept = [search.tree for search in self._kept.values() if search.target_frame == key]
@@ -620,7 +632,7 @@ class _LinkState:
             elif kept:
                 tree = kept[0]
             else:
-                tree = target_tree_of(positions[key[0]:key[0] + key[1]])
+                return None
             self._trees[key] = tree
             if len(self._trees) > TREES_KEPT:
                 del self._trees[next(iter(self._trees))]  # the oldest
@@ -660,7 +672,7 @@ class _LinkState:
         else:
             tree = self._frame_tree(positions, target_frame)
             order = None
-            source_tree = self._trees.get(key)
+            source_tree = self._known_tree(key) if key is not None else None
             if source_tree is not None:
                 order = _subset_order(source_tree.indices, sources - source_frame[0], len(source_frame))
                 if len(predicted) > len(sources):

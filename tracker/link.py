@@ -668,20 +668,17 @@ class _LinkState:
         if not keep and kept is not None and kept.target_frame == (int(target_frame[0]), len(target_frame)):
             del self._kept[key]  # (used once)
             rows, cols, distance_sq = self._search_kept(kept, positions, predicted, radius, sources - source_frame[0],
-                                                        target_frame)
+                                                        target_frame, self._query_order(key, sources, source_frame,
+                                                                                        len(predicted)))
         else:
             tree = self._frame_tree(positions, target_frame)
-            order = None
-            source_tree = self._known_tree(key) if key is not None else None
-            if source_tree is not None:
-                order = _subset_order(source_tree.indices, sources - source_frame[0], len(source_frame))
-                if len(predicted) > len(sources):
-                    order = np.concatenate([order, np.arange(len(sources), len(predicted))])
+            order = self._query_order(key, sources, source_frame, len(predicted))
             reach = radius
             if keep:
                 reach = radius.copy()
                 reach[:len(sources)] *= 1.0 + SMOOTHING_SEARCH_MARGIN
-            rows, cols, distance_sq = gated_links_per_source(predicted, positions[target_frame], reach,
+            frame_um = positions[int(target_frame[0]):int(target_frame[0]) + len(target_frame)]  # (a range: a view)
+            rows, cols, distance_sq = gated_links_per_source(predicted, frame_um, reach,
                                                              target_tree=tree, source_order=order)
             if keep:
                 self._kept[key] = _KeptSearch.of(rows, cols, predicted, reach, len(sources), tree, target_frame)
@@ -696,11 +693,24 @@ class _LinkState:
             rows, cols, distance_sq = rows[kept_columns], cols[kept_columns], distance_sq[kept_columns]
         return rows, cols, distance_sq
 
+    def _query_order(self, key, sources, source_frame, n_rows):
+        """Order in which to query ``n_rows`` predictions, the first ``len(sources)`` of the points ``sources`` of
+        the frame ``source_frame`` (``key``): those in the order of that frame's k-d tree when one is known
+        (:meth:`_known_tree`), any further rows after them; None without a tree."""
+        source_tree = self._known_tree(key) if key is not None else None
+        if source_tree is None:
+            return None
+        order = _subset_order(source_tree.indices, sources - source_frame[0], len(source_frame))
+        if n_rows > len(sources):
+            order = np.concatenate([order, np.arange(len(sources), n_rows)])
+        return order
+
     @staticmethod
-    def _search_kept(kept, positions, predicted, radius, sources, target_frame):
+    def _search_kept(kept, positions, predicted, radius, sources, target_frame, order=None):
         """Candidates (in the target frame) of ``predicted`` (predictions of the points ``sources`` of the kept
         search's source frame, by their index in it) within ``radius``, taken from ``kept`` where their ball lies
-        inside the kept one, searched afresh elsewhere: the same as a search of them all."""
+        inside the kept one, searched afresh elsewhere (queried in ``order``, a permutation of the rows, where
+        given): the same as a search of them all."""
         targets_um = positions[target_frame[0]:target_frame[0] + len(target_frame)]
         shift = np.sqrt(np.sum((predicted - np.take(kept.predicted, sources, axis=0)) ** 2, axis=1))
         # (Slack for rounding: the kept search's exact test had every target within its reach.)
@@ -711,8 +721,9 @@ class _LinkState:
         rows, cols, distance_sq = within_radius(predicted, targets_um, np.repeat(fit, count), kept.cols[index], radius)
         afresh = np.flatnonzero(~inside)
         if len(afresh):
-            more_rows, more_cols, more_sq = gated_links_per_source(np.take(predicted, afresh, axis=0), targets_um,
-                                                                   radius[afresh], target_tree=kept.tree)
+            more_rows, more_cols, more_sq = gated_links_per_source(
+                np.take(predicted, afresh, axis=0), targets_um, radius[afresh], target_tree=kept.tree,
+                source_order=None if order is None else _subset_order(order, afresh, len(predicted)))
             at = np.searchsorted(rows, afresh[more_rows])
             rows = np.insert(rows, at, afresh[more_rows])
             cols, distance_sq = np.insert(cols, at, more_cols), np.insert(distance_sq, at, more_sq)

@@ -48,7 +48,8 @@ def link_confidence(
     if chosen_rows.size == 0:
         return np.empty(0)
     if chosen_edges is None:
-        chosen_edges = chosen_edge_index(rows, cols, chosen_rows, chosen_cols, int(max(cols.max(), chosen_cols.max())) + 1)
+        n_cols = int(max(cols.max(), chosen_cols.max())) + 1
+        chosen_edges = chosen_edge_index(rows, cols, chosen_rows, chosen_cols, n_cols)
     chosen_cost = cost[chosen_edges]
     # Relative likelihood of every candidate against the chosen link of its row / column.
     reference_of_row = np.full(len(row_unassigned), np.nan)

@@ -557,7 +557,8 @@ class _LinkState:
         chosen_rows, chosen_cols = lap.solve_gated(rows, cols, cost, (len(b), len(a)), alternative, solver=solver)
         index = chosen_edge_index(rows, cols, chosen_rows, chosen_cols, len(a))
         confidence = link_confidence(
-            rows, cols, cost, np.full(len(b), alternative), np.full(len(a), alternative), chosen_rows, chosen_cols, index
+            rows, cols, cost, np.full(len(b), alternative), np.full(len(a), alternative), chosen_rows, chosen_cols,
+            index,
         )
         self._record_links(positions, a[chosen_cols], b[chosen_rows], distance_sq[index], variance[chosen_rows],
                            confidence)
@@ -792,7 +793,8 @@ class _LinkState:
         chosen_rows, chosen_cols = lap.solve_gated(rows, cols, cost, (len(a), len(b)), alternative, solver=solver)
         index = chosen_edge_index(rows, cols, chosen_rows, chosen_cols, len(b))
         confidence = link_confidence(
-            rows, cols, cost, np.full(len(a), alternative), np.full(len(b), alternative), chosen_rows, chosen_cols, index
+            rows, cols, cost, np.full(len(a), alternative), np.full(len(b), alternative), chosen_rows, chosen_cols,
+            index,
         )
         successor[a[chosen_rows]] = b[chosen_cols]
         self._record_links(positions, a[chosen_rows], b[chosen_cols], distance_sq[index], variance[chosen_rows],

@@ -291,11 +291,10 @@ def _solve_medium_components(bucket: _Bucket, cost, row_unassigned, col_unassign
         b, t = node_block[private], rank[private]
         flat[offset[b] + t * (width[b] + 1) + other[b]] = unassigned[nodes[private]]
 
-    chosen = np.empty(int(lines.sum()), dtype=np.int64)  # column of each line, within its block
     lsa = scipy.optimize.linear_sum_assignment
-    for start, stop, r, w, r0 in zip(offset[:-1].tolist(), offset[1:].tolist(), lines.tolist(), width.tolist(),
-                                     line_first.tolist()):
-        chosen[r0:r0 + r] = lsa(flat[start:stop].reshape(r, w))[1]
+    chosen = np.concatenate([  # column of each line, within its block
+        lsa(flat[start:stop].reshape(r, w))[1]
+        for start, stop, r, w in zip(offset[:-1].tolist(), offset[1:].tolist(), lines.tolist(), width.tolist())])
     line_block = np.repeat(np.arange(bucket.n_blocks), lines)
     linked = chosen < other[line_block]
     b = line_block[linked]

@@ -115,3 +115,18 @@ def test_a_track_end_never_gets_two_successors():
     # One point per track and frame, frames increasing along each track.
     key = tracks["track_id"] * 1000 + tracks["frame"]
     assert len(np.unique(key)) == len(key)
+
+
+def test_near_edge_is_the_per_axis_test(rng):
+    from tracker.gaps import bounding_box, edge_clearance, near_edge
+
+    positions = rng.random((5000, 3)) * [10.0, 20.0, 30.0]
+    positions[::97] = np.round(positions[::97])  # points exactly at a distance from a face
+    low, high = bounding_box(positions)
+    np.testing.assert_array_equal(low, positions.min(axis=0))
+    np.testing.assert_array_equal(high, positions.max(axis=0))
+    index = rng.permutation(len(positions))[:3000]
+    for distance in (0.0, 0.5, 1.0, 4.0):
+        expected = np.any((positions[index] - low < distance) | (high - positions[index] < distance), axis=1)
+        np.testing.assert_array_equal(near_edge(positions, index, distance), expected)
+        np.testing.assert_array_equal(edge_clearance(positions, (low, high))[index] < distance, expected)

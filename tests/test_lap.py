@@ -335,3 +335,71 @@ def test_gated_medium_components_match_the_per_component_path(problem):
     cost_of = {(r, c): w for r, c, w in zip(rows.tolist(), cols.tolist(), cost.tolist())}
     np.testing.assert_allclose(gated_objective(*new, cost_of, row_un, col_un),
                                gated_objective(*old, cost_of, row_un, col_un), rtol=1e-12, atol=1e-9)
+
+
+@pytest.mark.parametrize("dtype, low, high", [(np.uint8, 0, 7), (np.int32, 0, 100), (np.int32, 0, 70_000),
+                                              (np.int64, 0, 2**40), (np.int64, -5, 1), (np.int16, -300, 300),
+                                              (np.int64, -2**62, 2**62), (bool, 0, 2), (np.float64, 0, 3)])
+def test_stable_argsort_is_numpys_stable_argsort(rng, dtype, low, high):
+    from tracker.tables import stable_argsort
+
+    for n in (0, 1, 17, 5000):
+        values = rng.integers(low, high, n).astype(dtype)
+        np.testing.assert_array_equal(stable_argsort(values), np.argsort(values, kind="stable"))
+
+
+def _per_component_reference(n_rows, n_cols, rows, cols, cost, row_un, col_un):
+    """Chosen edges from one dense SciPy solve per connected component of the useful edges."""
+    from scipy.sparse.csgraph import connected_components
+
+    useful = cost < row_un[rows] + col_un[cols]
+    rows, cols, cost = rows[useful], cols[useful], cost[useful]
+    graph = sp.coo_array((np.ones(rows.size), (rows, n_rows + cols)), shape=(n_rows + n_cols,) * 2)
+    _, labels = connected_components(graph, directed=False)
+    chosen = np.full(n_rows, -1)
+    for label in np.unique(labels[rows]):
+        edges = labels[rows] == label
+        r, local_r = np.unique(rows[edges], return_inverse=True)
+        c, local_c = np.unique(cols[edges], return_inverse=True)
+        dense = np.full((len(r), len(c) + len(r)), np.inf)
+        dense[local_r, local_c] = cost[edges] - col_un[c][local_c]
+        dense[np.arange(len(r)), len(c) + np.arange(len(r))] = row_un[r]
+        row_of, col_of = scipy.optimize.linear_sum_assignment(dense)
+        linked = col_of < len(c)
+        chosen[r[row_of[linked]]] = c[col_of[linked]]
+    row_ind = np.flatnonzero(chosen >= 0)
+    return row_ind, chosen[row_ind]
+
+
+@pytest.mark.parametrize("kind", ["float", "ties"])
+def test_gated_components_of_every_kind_in_one_problem(rng, kind):
+    # Thousands of blocks of 1 to 200 rows (single edges, every small size, medium, dense and sparse large),
+    # sparse like linking problems (about 3 candidates per row), rows and columns interleaved between blocks.
+    sizes = np.concatenate([rng.integers(1, 5, 2500), rng.integers(5, 17, 300), rng.integers(17, 129, 20),
+                            [130, 150, 200]])
+    rows, cols, costs = [], [], []
+    n_rows = n_cols = 0
+    for r in sizes.tolist():
+        c = int(max(1, r + rng.integers(-2, 3)))
+        mask = rng.random((r, c)) < min(1.0, 3.0 / c)
+        mask[np.arange(r), rng.integers(0, c, r)] = True
+        br, bc = np.nonzero(mask)
+        rows.append(br + n_rows)
+        cols.append(bc + n_cols)
+        costs.append(rng.random(br.size) * 4 if kind == "float" else rng.choice([0.5, 1.0, 1.5], br.size))
+        n_rows += r
+        n_cols += c
+    row_perm, col_perm = rng.permutation(n_rows), rng.permutation(n_cols)
+    rows, cols, cost = row_perm[np.concatenate(rows)], col_perm[np.concatenate(cols)], np.concatenate(costs)
+    order = np.lexsort((cols, rows))
+    rows, cols, cost = rows[order], cols[order], cost[order]
+    row_un = 0.5 + rng.random(n_rows) * 2 if kind == "float" else np.full(n_rows, 1.0)
+    col_un = 0.5 + rng.random(n_cols) * 2 if kind == "float" else np.full(n_cols, 1.0)
+    chosen = lap.solve_gated(rows, cols, cost, (n_rows, n_cols), row_un, col_un, solver="scipy")
+    reference = _per_component_reference(n_rows, n_cols, rows, cols, cost, row_un, col_un)
+    if kind == "float":  # (a unique optimum)
+        np.testing.assert_array_equal(chosen[0], reference[0])
+        np.testing.assert_array_equal(chosen[1], reference[1])
+    cost_of = {(r, c): w for r, c, w in zip(rows.tolist(), cols.tolist(), cost.tolist())}
+    np.testing.assert_allclose(gated_objective(*chosen, cost_of, row_un, col_un),
+                               gated_objective(*reference, cost_of, row_un, col_un), rtol=1e-12)

@@ -27,6 +27,7 @@ def link_confidence(
     col_unassigned: np.ndarray,
     chosen_rows: np.ndarray,
     chosen_cols: np.ndarray,
+    chosen_edges: np.ndarray | None = None,
 ) -> np.ndarray:
     """Confidence in [0, 1] of each chosen edge of a gated assignment.
 
@@ -39,14 +40,17 @@ def link_confidence(
         "No link" cost of each row and column, same units.
     chosen_rows, chosen_cols : (c,) arrays
         The edges the assignment chose.
+    chosen_edges : (c,) int array, optional
+        Their indices in ``rows, cols`` (found by search when not given).
     """
     chosen_rows = np.asarray(chosen_rows, dtype=np.int64)
     chosen_cols = np.asarray(chosen_cols, dtype=np.int64)
     if chosen_rows.size == 0:
         return np.empty(0)
-    n_cols = int(max(cols.max(), chosen_cols.max())) + 1
-    edge = np.searchsorted(rows * n_cols + cols, chosen_rows * n_cols + chosen_cols)
-    chosen_cost = cost[edge]
+    if chosen_edges is None:
+        n_cols = int(max(cols.max(), chosen_cols.max())) + 1
+        chosen_edges = chosen_edge_index(rows, cols, chosen_rows, chosen_cols, n_cols)
+    chosen_cost = cost[chosen_edges]
     # Relative likelihood of every candidate against the chosen link of its row / column.
     reference_of_row = np.full(len(row_unassigned), np.nan)
     reference_of_row[chosen_rows] = chosen_cost
@@ -65,3 +69,10 @@ def link_confidence(
     by_row = share(rows, reference_of_row, np.asarray(row_unassigned, dtype=np.float64))[chosen_rows]
     by_col = share(cols, reference_of_col, np.asarray(col_unassigned, dtype=np.float64))[chosen_cols]
     return np.minimum(by_row, by_col)
+
+
+def chosen_edge_index(rows: np.ndarray, cols: np.ndarray, chosen_rows: np.ndarray, chosen_cols: np.ndarray,
+                      n_cols: int) -> np.ndarray:
+    """Index of each chosen edge ``(chosen_rows, chosen_cols)`` among the candidates ``rows, cols`` (sorted by
+    ``(row, col)``, columns below ``n_cols``)."""
+    return np.searchsorted(rows * n_cols + cols, chosen_rows * n_cols + chosen_cols)

@@ -12,6 +12,7 @@ import numpy as np
 from scipy.spatial import cKDTree
 
 from .backend import gpu_available
+from .tables import stable_argsort
 
 GPU_GATING_MIN_POINTS = 2_000
 """:func:`gated_links_per_source` and :func:`nearest_target` search on the GPU from this many
@@ -244,57 +245,44 @@ about 10k queries (100k points per frame, k = 8: 500 queries 0.17 vs 0.49 ms, 5k
 def _candidates_kdtree(source_um: np.ndarray, tree: cKDTree, radius: np.ndarray, order: np.ndarray | None = None):
     """Pairs within each source's radius (padded), sorted by (row, col), from k-nearest-neighbour queries.
 
-    The first round queries all sources in ``order`` (default: their own), by groups of similar radius; a
-    further round the ones with more candidates than it asked for.
+    The first round queries all sources in ``order`` (default: their own), by groups of similar radius
+    (:func:`_radius_groups`); a further round the ones with more candidates than it asked for. Each source's
+    candidates come from one query (sorted there); the pairs of all queries are put in row order once, at the
+    end, by a stable radix sort (20k pairs: 0.12 ms, against 0.58 ms for a sort of ``row * n_targets + col``).
     """
     n_targets = tree.n
-    pending = np.arange(len(source_um))
+    queried = np.arange(len(source_um)) if order is None else np.asarray(order, dtype=np.int64)
     k = min(KDTREE_FIRST_K, n_targets)
-    queried = pending if order is None else np.asarray(order, dtype=np.int64)
-    rounds = []
-    while pending.size:
-        distance, index, queried = _query_by_radius(tree, source_um, radius, queried, k)
-        full = (index[:, -1] < n_targets) & (distance[:, -1] <= radius[queried] * (1 + 1e-9)) & (k < n_targets)
-        if not np.array_equal(queried, pending):  # back to the order of ``pending`` (sorted)
-            slot = np.empty(len(source_um), dtype=np.int64)
-            slot[pending] = np.arange(len(pending))
-            inverse = np.empty_like(queried)
-            inverse[slot[queried]] = np.arange(len(queried))
-            index, full = np.take(index, inverse, axis=0), full[inverse]
-        index = np.sort(index, axis=1)  # each row's columns in order; misses (n_targets) last
-        hit = index < n_targets
-        hit[full] = False  # (asked again)
-        rounds.append((np.repeat(pending, hit.sum(axis=1)), index[hit].astype(np.int64)))
-        pending = queried = pending[full]
+    found_rows, found_cols = [], []
+    while queried.size:
+        again = []
+        for group in _radius_groups(radius, queried):
+            # The bound is padded: the exact test decides.
+            bound = float(radius[group].max()) * (1 + 1e-9) + 1e-12
+            distance, index = tree.query(np.take(source_um, group, axis=0), k=k, distance_upper_bound=bound,
+                                         workers=-1 if len(group) >= THREADED_QUERY_MIN_POINTS else 1)
+            distance, index = distance.reshape(len(group), k), index.reshape(len(group), k)
+            full = (index[:, -1] < n_targets) & (distance[:, -1] <= radius[group] * (1 + 1e-9)) & (k < n_targets)
+            index = np.sort(index, axis=1)  # each row's columns in order; misses (n_targets) last
+            hit = index < n_targets
+            hit[full] = False  # (asked again)
+            found_rows.append(np.repeat(group, hit.sum(axis=1)))
+            found_cols.append(index[hit])
+            again.append(group[full])
+        queried = np.concatenate(again)
         k = min(4 * k, n_targets)
-    rows, cols = rounds[0]
-    for more_rows, more_cols in rounds[1:]:
-        # Each round's rows are sorted and its own: later (and much smaller) rounds are inserted in place.
-        at = np.searchsorted(rows, more_rows)
-        rows, cols = np.insert(rows, at, more_rows), np.insert(cols, at, more_cols)
-    return rows, cols
+    rows, cols = np.concatenate(found_rows), np.concatenate(found_cols)
+    by_row = stable_argsort(rows)
+    return np.take(rows, by_row), np.take(cols, by_row).astype(np.int64, copy=False)
 
 
-def _query_by_radius(tree: cKDTree, source_um: np.ndarray, radius: np.ndarray, queried: np.ndarray, k: int):
-    """``k`` nearest neighbours of the sources ``queried`` within their radii (padded), by groups of similar
-    radius (:data:`RADIUS_GROUP_RATIO`), each group in the order of ``queried``.
-
-    Returns the distances and indices (``(len(queried), k)``) and the sources in the order of their rows.
-    """
+def _radius_groups(radius: np.ndarray, queried: np.ndarray) -> list[np.ndarray]:
+    """The sources ``queried`` in groups of similar radius (:data:`RADIUS_GROUP_RATIO`, at most
+    :data:`MAX_RADIUS_GROUPS`), each in the order of ``queried``."""
     if len(queried) == 0:
-        return np.empty((0, k)), np.empty((0, k), dtype=np.intp), queried
-    largest = float(radius[queried].max())
-    level = np.minimum(np.log(largest / radius[queried]) // np.log(RADIUS_GROUP_RATIO), MAX_RADIUS_GROUPS - 1)
-    levels = np.unique(level)
-    groups = [queried] if len(levels) == 1 else [queried[level == value] for value in levels]
-    distances, indices = [], []
-    for group in groups:
-        # The bound is padded: the exact test decides.
-        bound = float(radius[group].max()) * (1 + 1e-9) + 1e-12
-        distance, index = tree.query(np.take(source_um, group, axis=0), k=k, distance_upper_bound=bound,
-                                     workers=-1 if len(group) >= THREADED_QUERY_MIN_POINTS else 1)
-        distances.append(distance.reshape(len(group), k))
-        indices.append(index.reshape(len(group), k))
-    if len(groups) == 1:
-        return distances[0], indices[0], queried
-    return np.concatenate(distances), np.concatenate(indices), np.concatenate(groups)
+        return []
+    of_queried = radius[queried]
+    level = np.log(float(of_queried.max()) / of_queried) // np.log(RADIUS_GROUP_RATIO)
+    level = np.minimum(level, MAX_RADIUS_GROUPS - 1).astype(np.int64)
+    present = np.flatnonzero(np.bincount(level, minlength=MAX_RADIUS_GROUPS))
+    return [queried] if len(present) == 1 else [queried[level == value] for value in present]

@@ -16,7 +16,7 @@ from __future__ import annotations
 import numpy as np
 
 from . import lap
-from .confidence import link_confidence
+from .confidence import chosen_edge_index, link_confidence
 from .costs import gated_links_per_source
 from .motion import DEFAULT_GATE_SIGMAS, own_scatter_cost, predict_positions, spread_factor
 
@@ -35,15 +35,37 @@ def track_ends_and_starts(predecessor: np.ndarray) -> tuple[np.ndarray, np.ndarr
     return np.flatnonzero(~has_successor), np.flatnonzero(predecessor < 0)
 
 
+def bounding_box(positions: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Lowest and highest coordinate along each axis of ``(n, d)`` positions, ``n >= 1``.
+
+    Column by column: NumPy's reduction along axis 0 of an ``(n, 3)`` array is some 20 times slower
+    (180k points: 4.7 ms against 0.23 ms).
+    """
+    positions = np.asarray(positions)
+    columns = range(positions.shape[1])
+    return (np.array([positions[:, k].min() for k in columns]), np.array([positions[:, k].max() for k in columns]))
+
+
+def edge_clearance(points: np.ndarray, bounds: tuple[np.ndarray, np.ndarray]) -> np.ndarray:
+    """Distance of each of the ``(n, d)`` ``points`` to the nearest face of the box ``bounds = (low, high)``,
+    along the axes (negative outside the box)."""
+    low, high = bounds
+    clearance = None
+    for k in range(points.shape[1]):  # (column by column: broadcasting (d,) over (n, d) is several times slower)
+        column = points[:, k]
+        gap = np.minimum(column - low[k], high[k] - column)
+        clearance = gap if clearance is None else np.minimum(clearance, gap)
+    return clearance
+
+
 def near_edge(positions: np.ndarray, index: np.ndarray, distance_um: float,
               bounds: tuple[np.ndarray, np.ndarray] | None = None) -> np.ndarray:
     """Whether points ``index`` lie within ``distance_um`` of a face of the bounding box.
 
     ``bounds`` is ``(low, high)`` (µm); by default the box of all ``positions``.
     """
-    low, high = (positions.min(axis=0), positions.max(axis=0)) if bounds is None else bounds
-    points = positions[index]
-    return np.any((points - low < distance_um) | (high - points < distance_um), axis=1)
+    bounds = bounding_box(positions) if bounds is None else bounds
+    return edge_clearance(np.take(positions, index, axis=0), bounds) < distance_um
 
 
 def close_gaps(
@@ -100,8 +122,9 @@ def close_gaps(
     # A track that ends (starts) within one typical step of the edge of the
     # imaged volume most likely left (entered) it: no gap to close there.
     edge = np.sqrt(3.0 * step_variance)
-    ends = ends[~near_edge(positions, ends, edge)]
-    starts = starts[~near_edge(positions, starts, edge)]
+    bounds = bounding_box(positions)
+    ends = ends[~near_edge(positions, ends, edge, bounds)]
+    starts = starts[~near_edge(positions, starts, edge, bounds)]
     if max_gap < 1 or len(ends) == 0 or len(starts) == 0:
         return 0
     predicts = residual_variance is not None
@@ -151,12 +174,12 @@ def close_gaps(
     alternative = no_link_factor * max(float(cost.max()), DEFAULT_GATE_SIGMAS**2 + gap_penalty * max_gap)
     chosen_rows, chosen_cols = lap.solve_gated(rows, cols, cost, (len(ends), len(starts)), alternative,
                                                solver=solver)
-    index = np.searchsorted(rows * len(starts) + cols, chosen_rows * len(starts) + chosen_cols)
+    index = chosen_edge_index(rows, cols, chosen_rows, chosen_cols, len(starts))
     joined_from, joined_to = ends[chosen_rows], starts[chosen_cols]
     predecessor[joined_to] = joined_from
     link_cost[joined_to] = residual[index]
     confidence[joined_to] = link_confidence(
         rows, cols, cost, np.full(len(ends), alternative), np.full(len(starts), alternative),
-        chosen_rows, chosen_cols,
+        chosen_rows, chosen_cols, index,
     )
     return len(chosen_rows)

@@ -37,10 +37,7 @@ SETTINGS = {
     "no phase kernel": dict(PHASE_KERNEL=False),
     "1 block/SM": dict(PHASE_BLOCKS_PER_SM=1),
     "2 blocks/SM": dict(PHASE_BLOCKS_PER_SM=2),
-    "int handoff 1": dict(DENSE_HANDOFF_UNITS=1.0),
-    "int handoff 0.1": dict(DENSE_HANDOFF_UNITS=0.1),
     **{f"warm {eps:g}": dict(DENSE_WARM_START=True, DENSE_WARM_EPS=eps) for eps in (0.25, 1e-2, 1e-3, 1e-4)},
-    "warm 1e-3 + int handoff 1": dict(DENSE_WARM_START=True, DENSE_WARM_EPS=1e-3, DENSE_HANDOFF_UNITS=1.0),
 }
 
 

@@ -106,9 +106,6 @@ DENSE_ALPHA = 4
 """Epsilon-scaling factor of the dense auction before an exact finish."""
 DENSE_HANDOFF_EPS = 1e-6
 """Epsilon of the last auction phase before the exact finish, relative to the largest (mapped) cost."""
-DENSE_HANDOFF_UNITS: float | None = None
-"""Integer costs only: the last auction phase's epsilon is at least this many cost units (the duals
-handed to the finish are rounded to integers anyway). ``None``: :data:`DENSE_HANDOFF_EPS` alone."""
 DENSE_WARM_START = True
 """Start the dense auction from the Hungarian's row and column reduction: its column duals as prices, its
 greedy tight pairs as the first assignment, and epsilon from :data:`DENSE_WARM_EPS` of the range (the
@@ -767,8 +764,6 @@ def dense_with_exact_finish(cost, *, finish: str = "auto", stats: dict | None = 
     t_prep = time.perf_counter()
     stop_rows = max(DENSE_PHASE_STOP_MIN, int(DENSE_PHASE_STOP * n))
     stop_eps = max(1, int(DENSE_HANDOFF_EPS * prob.max_cost))
-    if problem.integral and DENSE_HANDOFF_UNITS is not None:
-        stop_eps = max(stop_eps, int(DENSE_HANDOFF_UNITS * scale))
     mod = hungarian_tree._module()
     start = prices = first_eps = None
     if DENSE_WARM_START:

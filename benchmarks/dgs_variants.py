@@ -17,7 +17,9 @@ from sparse_section import dgs_table
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--sizes", default="512,1024,2048")
-    parser.add_argument("--classes", default="geometric,uniform,jittered3d")
+    parser.add_argument("--classes", default="geom_paper,geometric,uniform,jittered3d")
+    parser.add_argument("--scipy-max-n", type=int, default=4096, help="largest n solved by SciPy for the optimum")
+    parser.add_argument("--exact", default="", help="exact GPU solvers to time, comma-separated (default: all)")
     parser.add_argument("--variant", nargs="+", action="append", default=[], metavar=("LABEL", "NAME=VALUE"),
                         help="a label and tracker.lap.dgs settings (repeatable)")
     args = parser.parse_args()
@@ -29,7 +31,8 @@ def main() -> None:
             values[name] = ast.literal_eval(value)  # numbers and quoted strings
         variants.append((label, values))
     print(dgs_table([int(n) for n in args.sizes.split(",")], classes=tuple(args.classes.split(",")),
-                    variants=variants))
+                    variants=variants, scipy_max_n=args.scipy_max_n,
+                    exact_solvers=[name for name in args.exact.split(",") if name] or None))
 
 
 if __name__ == "__main__":

@@ -2,7 +2,7 @@
 
 Usage::
 
-    python benchmarks/dgs_variants.py --sizes 512,1024,2048 --variant "fused off" SINKHORN_FUSED_MAX_N=0 \
+    python benchmarks/dgs_variants.py --sizes 512,1024,2048 --variant "grid off" SINKHORN_GRID_MAX_N=0 \
         --variant "300 iterations" SINKHORN_ITERS=300
 """
 

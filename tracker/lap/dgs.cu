@@ -7,8 +7,9 @@
 //                out[i] = -e log sum_j exp(-(c[i,j] - other[j]) / e); run on
 //                the matrix and its transpose with e annealed, it gives
 //                approximate dual prices u, v.
-//   sk_anneal4   all the half-steps of sk_lse4 in one launch of one thread-block
-//                cluster, for small n (launch-bound there).
+//   sk_anneal_grid (dgs_anneal.cu)
+//                all the half-steps of sk_lse4 in one cooperative launch,
+//                for moderate n (launch-bound there).
 //   gr_propose / gr_accept
 //                one round of parallel greedy on the reduced cost
 //                c[i,j] - u[i] - v[j] (u = v = 0: plain greedy): every free
@@ -39,98 +40,12 @@ typedef unsigned long long u64;
 
 // ---------------------------------------------------------------- Sinkhorn
 
-// Vectorised variants on a padded copy (row stride ld, a multiple of 8, pad
-// entries huge): each lane loads 16 bytes at a time (4 floats or 8 halves),
-// two loads in flight, and rescales its running sum once per load.
-
-__device__ __forceinline__ float h2f(unsigned short h) {
-    float f;
-    asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(h));
-    return f;
-}
-
-__device__ __forceinline__ void lse_accum(float* x, int cnt, float& m, float& s, float inv_e) {
-    float mm = x[0];
-#pragma unroll
-    for (int t = 1; t < 8; ++t)
-        if (t < cnt) mm = fminf(mm, x[t]);
-    if (mm < m) {
-        s = s > 0.0f ? s * __expf((mm - m) * inv_e) : 0.0f;
-        m = mm;
-    }
-#pragma unroll
-    for (int t = 0; t < 8; ++t)
-        if (t < cnt) s += __expf((m - x[t]) * inv_e);
-}
-
-__device__ __forceinline__ void lse_finish(int lane, float m, float s, float e, float inv_e, float* out) {
-    for (int off = 16; off > 0; off >>= 1) {
-        float om = __shfl_xor_sync(0xffffffffu, m, off);
-        float os = __shfl_xor_sync(0xffffffffu, s, off);
-        float nm = fminf(m, om);
-        float a = s > 0.0f ? s * __expf((nm - m) * inv_e) : 0.0f;
-        float b = os > 0.0f ? os * __expf((nm - om) * inv_e) : 0.0f;
-        m = nm;
-        s = a + b;
-    }
-    if (lane == 0) *out = m - e * __logf(s);
-}
-
-// One half-step for the rows warp, warp + nwarps, ... of c (row stride ld) against `oth` (ld / 4 float4).
-__device__ __forceinline__ void lse_rows4(int n, int ld, const float* __restrict__ c, const float4* oth,
-                                          float* __restrict__ out, float e, int warp, int nwarps, int lane) {
-    float inv_e = 1.0f / e;
-    int nv = ld >> 2;
-    for (int i = warp; i < n; i += nwarps) {
-        const float4* row = reinterpret_cast<const float4*>(c + (long long)i * ld);
-        float m = __int_as_float(0x7f800000), s = 0.0f;
-        for (int q = lane; q < nv; q += 64) {
-            float4 r0 = row[q], o0 = oth[q];
-            bool two = q + 32 < nv;
-            float4 r1 = two ? row[q + 32] : r0, o1 = two ? oth[q + 32] : o0;
-            float x[8] = {r0.x - o0.x, r0.y - o0.y, r0.z - o0.z, r0.w - o0.w,
-                          r1.x - o1.x, r1.y - o1.y, r1.z - o1.z, r1.w - o1.w};
-            lse_accum(x, two ? 8 : 4, m, s, inv_e);
-        }
-        lse_finish(lane, m, s, e, inv_e, out + i);
-    }
-}
+#include "dgs.cuh"
 
 extern "C" __global__ void sk_lse4(int n, int ld, const float* __restrict__ c, const float* __restrict__ other,
                                    float* __restrict__ out, float e) {
     lse_rows4(n, ld, c, reinterpret_cast<const float4*>(other), out, e,
               (blockIdx.x * blockDim.x + threadIdx.x) >> 5, (gridDim.x * blockDim.x) >> 5, threadIdx.x & 31);
-}
-
-// Every Sinkhorn half-step of the annealing in one launch of one thread-block cluster (small n, where
-// the ~2 * SINKHORN_ITERS launches of sk_lse4 cost more than the arithmetic): the blocks of the cluster
-// share the rows, and a hardware cluster barrier (release/acquire) separates the half-steps. Each block
-// stages the other side's prices in shared memory, read past L1 (ld.global.cg), written by the cluster's
-// other blocks. Same arithmetic as sk_lse4, row for row: the same prices.
-#define SK_CLUSTER 8
-
-__device__ __forceinline__ void cluster_barrier() {
-    asm volatile("barrier.cluster.arrive.release.aligned;\n\tbarrier.cluster.wait.acquire.aligned;" ::: "memory");
-}
-
-extern "C" __global__ void __cluster_dims__(SK_CLUSTER, 1, 1)
-sk_anneal4(int n, int ld, const float* __restrict__ c, const float* __restrict__ c_t, float* u, float* v,
-           const float* __restrict__ temps, int iters) {
-    extern __shared__ float4 staged[];  // ld / 4 float4: the other side's prices
-    int nv = ld >> 2;
-    int warp = (blockIdx.x * blockDim.x + threadIdx.x) >> 5;
-    int nwarps = (gridDim.x * blockDim.x) >> 5;
-    for (int k = 0; k < iters; ++k) {
-        float e = temps[k];
-        for (int half = 0; half < 2; ++half) {
-            const float* other = half ? u : v;
-            for (int q = threadIdx.x; q < nv; q += blockDim.x)
-                staged[q] = __ldcg(reinterpret_cast<const float4*>(other) + q);
-            __syncthreads();
-            lse_rows4(n, ld, half ? c_t : c, staged, half ? v : u, e, warp, nwarps, threadIdx.x & 31);
-            cluster_barrier();  // also keeps `staged` until every warp of the block is done with it
-        }
-    }
 }
 
 extern "C" __global__ void sk_lse8h(int n, int ld, const unsigned short* __restrict__ c,

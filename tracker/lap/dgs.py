@@ -48,6 +48,7 @@ even when it is not.
 
 from __future__ import annotations
 
+import functools
 import time
 
 import numpy as np
@@ -64,11 +65,12 @@ SINKHORN_EPS0 = 0.1
 """First Sinkhorn temperature (the cost is scaled to [0, 1])."""
 SINKHORN_EPS1 = 0.01
 """Last Sinkhorn temperature times n."""
-SINKHORN_FUSED_MAX_N = 640
-"""Up to this n (float32 storage, compute capability 9.0 or newer), all Sinkhorn half-steps run in one launch
-of one 8-block thread-block cluster (``sk_anneal4``) instead of one launch each; 0 turns it off. On an
-H100 the Sinkhorn start took 10.2 ms instead of 18.6 ms at n = 512, 17.9 ms instead of 16.0 ms at 768 and
-26.7 ms instead of 21.3 ms at 1024 (8 SMs against all of them; benchmarks/results/dgs_h100.md)."""
+SINKHORN_GRID_MAX_N = 4096
+"""Up to this n (float32 storage), all Sinkhorn half-steps run in one cooperative launch over the whole GPU,
+grid-wide barriers between them (``sk_anneal_grid``, ``dgs_anneal.cu``), instead of one launch each; 0 turns
+it off. On an H200 (DGS solve, Sinkhorn start included): 9.0 instead of 11.6 ms at n = 512 (where it also
+beat the 8-block cluster kernel it replaced), 11.2-12.1 instead of 14.7-18.3 ms at 1024, 16-18 instead of
+17-22 ms at 2048, 49-50 instead of 51-53 ms at 4096 (benchmarks/results/dgs_h200.md)."""
 SINKHORN_STORAGE = "float32"
 """Element type of the Sinkhorn copies of the cost (``"float32"`` or ``"float16"``: half the memory traffic)."""
 GREEDY_ROUNDS = 64
@@ -91,13 +93,20 @@ Hungarian solvers: 37 ms to 0.5 s)."""
 LAST_STATS: dict = {}
 
 
+@functools.lru_cache(maxsize=None)
 def _kernels():
+    """The kernels of ``dgs.cu`` by name, and ``sk_anneal_grid`` (None where it cannot be used)."""
     from ._cuda import load_module
 
     module = load_module("dgs.cu")
-    names = ("sk_lse4", "sk_lse8h", "sk_anneal4", "gr_propose", "gr_accept",
+    names = ("sk_lse4", "sk_lse8h", "gr_propose", "gr_accept",
              "dgs_eval", "dgs_select", "dgs_apply", "dgs_check")
-    return {name: module.get_function(name) for name in names}
+    kernels = {name: module.get_function(name) for name in names}
+    try:
+        kernels["sk_anneal_grid"] = load_module("dgs_anneal.cu", cooperative=True).get_function("sk_anneal_grid")
+    except Exception:  # no cooperative groups here (compile or driver): one launch per half-step instead
+        kernels["sk_anneal_grid"] = None
+    return kernels
 
 
 def _warp_grid(n, sms):
@@ -153,11 +162,13 @@ def _sinkhorn(k, cf, sms):
     temps = (e0 * (e1 / e0) ** (np.arange(iters) / max(1, iters - 1))).astype(np.float32)
     grid, block = _warp_grid(n, sms), (256,)
     n32, ld32 = np.int32(n), np.int32(ld)
-    if kernel is k["sk_lse4"] and n <= SINKHORN_FUSED_MAX_N and int(cupy.cuda.Device().compute_capability) >= 90:
-        cluster, threads = 8, 1024  # cluster size: SK_CLUSTER in dgs.cu
-        k["sk_anneal4"]((cluster,), (threads,), (n32, ld32, mat, mat_t, u, v, cupy.asarray(temps), np.int32(iters)),
-                        shared_mem=ld * 4)
-        return u, v
+    if kernel is k["sk_lse4"] and n <= SINKHORN_GRID_MAX_N and k["sk_anneal_grid"] is not None:
+        args = (n32, ld32, mat, mat_t, u, v, cupy.asarray(temps), np.int32(iters))
+        try:  # two resident blocks of 512 threads per SM (__launch_bounds__ in dgs_anneal.cu)
+            k["sk_anneal_grid"]((2 * sms,), (512,), args, shared_mem=ld * 4)
+            return u, v
+        except Exception:  # e.g. a cooperative launch too large for this GPU: never try again
+            k["sk_anneal_grid"] = None
     for e in temps:
         kernel(grid, block, (n32, ld32, mat, v, u, e))
         kernel(grid, block, (n32, ld32, mat_t, u, v, e))

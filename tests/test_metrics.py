@@ -13,6 +13,7 @@ def test_perfect_tracks_score_one(truth):
     visible = {k: v[truth["visible"]] for k, v in truth.items()}
     scores = metrics.evaluate(visible, truth, 0.5)
     for name in ("detection_recall", "detection_precision", "link_recall", "link_precision", "link_f1",
+                 "link_recall_given_detections", "link_precision_given_detections", "link_f1_given_detections",
                  "alpha", "beta", "jsc", "jsc_theta"):
         assert scores[name] == pytest.approx(1.0), name
 
@@ -29,6 +30,9 @@ def test_swapped_and_missing_links_are_penalised(truth):
     assert scores["beta"] <= scores["alpha"]
     correctness = metrics.link_correctness(tracks, truth, 0.5)
     assert set(np.unique(correctness)) <= {-1, 1}
+    # every visible point detected: the measures given the detections are the same
+    for name in ("link_recall", "link_precision", "link_f1"):
+        assert scores[f"{name}_given_detections"] == scores[name]
 
 
 def test_spurious_points_lower_precision_and_beta(truth):
@@ -55,3 +59,20 @@ def test_wrong_link_detected():
     tracks = dict(truth, track_id=np.array([0, 1, 1, 0]))
     assert metrics.link_correctness(tracks, truth, 0.5).tolist() == [-1, 0, -1, 0]
     assert metrics.evaluate(tracks, truth, 0.5)["link_f1"] == 0.0
+
+
+def test_links_across_missed_detections_given_the_detections():
+    """Particle 0 seen in frames 0-3, detected in 0, 2, 3 (missed in 1); particle 1 far away in frames 0-1."""
+    truth = {"track_id": np.array([0, 0, 0, 0, 1, 1]), "frame": np.array([0, 1, 2, 3, 0, 1]), "z": np.zeros(6),
+             "y": np.zeros(6), "x": np.array([0.0, 0.1, 0.2, 0.3, 9.0, 9.1])}
+    detected = np.array([0, 2, 3, 4, 5])
+    gap_closed = {k: v[detected] for k, v in truth.items()}  # frame 0 -> 2 joined across the miss
+    split = dict(gap_closed, track_id=np.array([0, 7, 7, 1, 1]))  # the track ends at the miss, restarts
+    closed, ended = metrics.evaluate(gap_closed, truth, 0.5), metrics.evaluate(split, truth, 0.5)
+    # against every visible point, the link across the miss is wrong and two true links are missed
+    assert closed["link_precision"] == pytest.approx(2 / 3) and closed["link_recall"] == pytest.approx(2 / 4)
+    assert ended["link_precision"] == 1.0 and ended["link_recall"] == pytest.approx(2 / 4)
+    # given the detections, it is the link to find
+    assert closed["link_f1_given_detections"] == 1.0
+    assert ended["link_precision_given_detections"] == 1.0
+    assert ended["link_recall_given_detections"] == pytest.approx(2 / 3)

@@ -5,7 +5,12 @@
   recall, precision and localisation RMSE follow.
 * Links: a link (consecutive points of one track) is correct when both ends
   match ground-truth points that are consecutive visible points of one
-  ground-truth track; recall, precision, F1.
+  ground-truth track; recall, precision, F1. Also *given the detections*:
+  against each true track's detected (matched) points only, so that a link
+  across frames where the detector missed the particle is correct (and the
+  two true links through the missed point are not asked for); the measure
+  for comparing linkers on the same detections. Where every visible point
+  is detected, both are the same.
 * ISBI 2012 Particle Tracking Challenge measures α, β, JSC and JSCθ as
   defined by Chenouard et al., Nature Methods 11, 281–289 (2014), with the
   gate ε = ``match_distance_um``.
@@ -94,25 +99,45 @@ def link_correctness(
     """
     require_columns(tracks, ("track_id", "frame", "z", "y", "x"), what="tracks")
     truth = _visible_ground_truth(ground_truth)
-    correct = _correct_links(tracks, truth, match_distance_um)
+    correct, _ = _correct_links(tracks, truth, match_distance_um)
     result = np.full(len(tracks["frame"]), -1, dtype=np.int8)
     link_from, link_to = _links(tracks)
     result[link_to] = correct.astype(np.int8)
     return result
 
 
-def _correct_links(tracks, truth, match_distance_um) -> np.ndarray:
-    """Boolean per tracked link (in :func:`_links` order): matches a ground-truth link."""
-    point_rows, truth_rows, _ = match_points(tracks, truth, match_distance_um)
+def _correct_links(tracks, truth, match_distance_um, matches=None, detected_only: bool = False):
+    """Boolean per tracked link (in :func:`_links` order): matches a ground-truth link; and the number of
+    ground-truth links.
+
+    ``matches``: the result of :func:`match_points` if already at hand. ``detected_only``: the ground-truth
+    links join consecutive *matched* points of a true track (see the module docstring).
+    """
+    point_rows, truth_rows, _ = matches if matches is not None else match_points(tracks, truth, match_distance_um)
     truth_of = np.full(len(tracks["frame"]), -1, dtype=np.int64)
     truth_of[point_rows] = truth_rows
-    t_from, t_to = _links(truth)
     n_truth = len(truth["frame"])
+    if detected_only:
+        matched = np.sort(truth_rows)
+        t_from, t_to = _links({"track_id": np.asarray(truth["track_id"])[matched],
+                               "frame": np.asarray(truth["frame"])[matched]})
+        t_from, t_to = matched[t_from], matched[t_to]
+    else:
+        t_from, t_to = _links(truth)
     truth_keys = np.sort(t_from * n_truth + t_to)
     link_from, link_to = _links(tracks)
     a, b = truth_of[link_from], truth_of[link_to]
     keys = a * n_truth + b
-    return (a >= 0) & (b >= 0) & np.isin(keys, truth_keys, assume_unique=False)
+    return (a >= 0) & (b >= 0) & np.isin(keys, truth_keys, assume_unique=False), len(t_from)
+
+
+def _recall_precision_f1(n_correct: int, n_links: int, n_truth_links: int) -> tuple[float, float, float]:
+    """Recall, precision and F1 of ``n_links`` tracked links of which ``n_correct`` are among the
+    ``n_truth_links`` true ones (1 where there is nothing to find or nothing found)."""
+    recall = n_correct / n_truth_links if n_truth_links else 1.0
+    precision = n_correct / n_links if n_links else 1.0
+    f1 = 2 * recall * precision / (recall + precision) if n_correct else 0.0
+    return recall, precision, f1
 
 
 def evaluate(
@@ -137,20 +162,22 @@ def evaluate(
     -------
     dict
         ``detection_recall, detection_precision, rmse_um, link_recall,
-        link_precision, link_f1, alpha, beta, jsc, jsc_theta`` and counts.
+        link_precision, link_f1``, the same three ``_given_detections``
+        (see the module docstring), ``alpha, beta, jsc, jsc_theta`` and counts.
     """
     require_columns(tracks, ("track_id", "frame", "z", "y", "x"), what="tracks")
     truth = _visible_ground_truth(ground_truth)
     n_points, n_truth = len(tracks["frame"]), len(truth["frame"])
-    _, _, distance = match_points(tracks, truth, match_distance_um)
+    matches = match_points(tracks, truth, match_distance_um)
+    distance = matches[2]
     n_matched = len(distance)
 
-    correct = _correct_links(tracks, truth, match_distance_um)
-    n_links, n_truth_links = len(correct), len(_links(truth)[0])
-    n_correct = int(correct.sum())
-    link_recall = n_correct / n_truth_links if n_truth_links else 1.0
-    link_precision = n_correct / n_links if n_links else 1.0
-    f1 = 2 * link_recall * link_precision / (link_recall + link_precision) if n_correct else 0.0
+    correct, n_truth_links = _correct_links(tracks, truth, match_distance_um, matches)
+    n_links, n_correct = len(correct), int(correct.sum())
+    link_recall, link_precision, f1 = _recall_precision_f1(n_correct, n_links, n_truth_links)
+    correct_given, n_truth_links_given = _correct_links(tracks, truth, match_distance_um, matches, detected_only=True)
+    recall_given, precision_given, f1_given = _recall_precision_f1(int(correct_given.sum()), n_links,
+                                                                   n_truth_links_given)
 
     result = {
         "n_ground_truth_points": n_truth,
@@ -163,6 +190,9 @@ def evaluate(
         "link_recall": link_recall,
         "link_precision": link_precision,
         "link_f1": f1,
+        "link_recall_given_detections": recall_given,
+        "link_precision_given_detections": precision_given,
+        "link_f1_given_detections": f1_given,
     }
     result.update(isbi_measures(tracks, truth, match_distance_um))
     return result

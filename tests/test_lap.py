@@ -196,6 +196,26 @@ def dense_only_solver(monkeypatch):
     return solver.name
 
 
+@pytest.mark.parametrize("answer, error, message", [
+    ([1, 1, 2], RuntimeError, "a column twice"),  # not one-to-one: a solver bug
+    ([0, 2, 3], ValueError, "infeasible"),  # column 3 does not exist
+    ([-1, -1, -1], ValueError, "infeasible"),  # the backend's own "infeasible"
+    ([2, 1, 0], ValueError, "infeasible"),  # row 0 takes its forbidden column 2
+])
+def test_dense_front_end_checks_the_backends_answer(monkeypatch, answer, error, message):
+    from tracker.lap import _registry
+
+    def dense(cost):
+        return np.array(answer, dtype=np.int64)
+
+    solver = _registry.Solver("faulty", "test double", gpu=False, exact=True, dense=dense)
+    monkeypatch.setitem(_registry._SOLVERS, solver.name, solver)
+    cost = np.arange(9.0).reshape(3, 3)
+    cost[0, 2] = np.inf
+    with pytest.raises(error, match=message):
+        lap.linear_sum_assignment(cost, solver="faulty")
+
+
 def random_gated(rng, n_rows, n_cols, density=0.3):
     rows, cols = np.nonzero(rng.random((n_rows, n_cols)) < density)
     return rows, cols, rng.random(len(rows)) * 4, rng.random(n_rows) * 2, rng.random(n_cols) * 2

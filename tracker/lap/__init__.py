@@ -317,10 +317,16 @@ def _check_assignment(xp, col_of_row, cost, message: str) -> None:
 
     Runs in the solver's array module so that a GPU matrix never crosses to the host.
     """
-    n = cost.shape[0]
-    if col_of_row.shape != (n,) or bool((col_of_row < 0).any()) or bool((col_of_row >= cost.shape[1]).any()):
+    n, m = cost.shape
+    if col_of_row.shape != (n,):
         raise ValueError(message)
-    if len(xp.unique(col_of_row)) != n:
+    in_range = (col_of_row >= 0) & (col_of_row < m)
+    chosen = cost[xp.arange(n), xp.where(in_range, col_of_row, 0)]
+    ordered = xp.sort(col_of_row)
+    # The three verdicts in one read (on a GPU each read is a synchronisation).
+    feasible, allowed, repeated = (bool(flag) for flag in to_numpy(xp.stack([
+        in_range.all(), xp.isfinite(chosen).all(), (ordered[1:] == ordered[:-1]).any()])))
+    if not (feasible and allowed):
+        raise ValueError(message)
+    if repeated:
         raise RuntimeError("solver returned a column twice; please report this as a bug")
-    if not bool(xp.isfinite(cost[xp.arange(n), col_of_row]).all()):
-        raise ValueError(message)

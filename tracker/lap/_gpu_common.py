@@ -85,13 +85,12 @@ def _summarize_on_gpu(cp, cost, lim: float) -> DenseSummary:
 
     cost = cp.ascontiguousarray(cost, dtype=cp.float64)
     blocks = int(min(SUMMARY_BLOCKS, -(-cost.size // 256)))
-    lo = cp.empty(blocks, dtype=cp.float64)
-    hi = cp.empty(blocks, dtype=cp.float64)
-    counts = cp.empty((blocks, 3), dtype=cp.int64)
+    partial = cp.empty((blocks, 5), dtype=cp.float64)  # lo, hi, +inf, invalid, non-integral (per block)
     load_module("dense_input.cu").get_function("dense_summary")(
-        (blocks,), (256,), (cost, np.int64(cost.size), np.float64(lim), lo, hi, counts))
-    n_posinf, n_invalid, n_nonintegral = (int(x) for x in counts.get().sum(axis=0))
-    return DenseSummary(float(lo.get().min()), float(hi.get().max()), n_posinf, n_invalid, n_nonintegral)
+        (blocks,), (256,), (cost, np.int64(cost.size), np.float64(lim), partial))
+    partial = partial.get()  # (one read: each costs a synchronisation)
+    n_posinf, n_invalid, n_nonintegral = (int(x) for x in partial[:, 2:].sum(axis=0))
+    return DenseSummary(float(partial[:, 0].min()), float(partial[:, 1].max()), n_posinf, n_invalid, n_nonintegral)
 
 
 def is_integral(cost: Any) -> bool:

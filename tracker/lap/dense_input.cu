@@ -5,7 +5,7 @@
 // Why a kernel of its own: CuPy's generic reductions to a single value run in one thread block,
 // so each of the five checks cost a full pass at a fraction of the bandwidth (~70 ms per pass at
 // n = 20000, 3.2 GB). Here the grid strides over the matrix once; every block writes its partial
-// results, which the host combines (a few thousand values).
+// results into one array, which the host reads once and combines (a few thousand values).
 
 #define SUMMARY_THREADS 256
 #define INF_D __longlong_as_double(0x7ff0000000000000LL)
@@ -33,10 +33,10 @@ __device__ __forceinline__ Partial shuffle_down(const Partial& a, int offset) {
     return b;
 }
 
-// partial_lo/hi: one per block; partial_counts: three per block (+inf, invalid, non-integral).
+// partial: five doubles per block: lo, hi and the counts of +inf, invalid and non-integral entries (exact as
+// doubles: a count never exceeds the 2^53 entries a double counts exactly).
 extern "C" __global__ void __launch_bounds__(SUMMARY_THREADS)
-dense_summary(const double* __restrict__ cost, long long size, double lim, double* __restrict__ partial_lo,
-              double* __restrict__ partial_hi, long long* __restrict__ partial_counts) {
+dense_summary(const double* __restrict__ cost, long long size, double lim, double* __restrict__ partial) {
     Partial mine = {INF_D, -INF_D, 0, 0, 0};
     long long stride = (long long)gridDim.x * blockDim.x;
     for (long long k = (long long)blockIdx.x * blockDim.x + threadIdx.x; k < size; k += stride) {
@@ -61,11 +61,12 @@ dense_summary(const double* __restrict__ cost, long long size, double lim, doubl
         mine = lane < SUMMARY_THREADS / 32 ? per_warp[lane] : Partial{INF_D, -INF_D, 0, 0, 0};
         for (int offset = 16; offset > 0; offset >>= 1) combine(mine, shuffle_down(mine, offset));
         if (lane == 0) {
-            partial_lo[blockIdx.x] = mine.lo;
-            partial_hi[blockIdx.x] = mine.hi;
-            partial_counts[3 * blockIdx.x] = mine.posinf;
-            partial_counts[3 * blockIdx.x + 1] = mine.invalid;
-            partial_counts[3 * blockIdx.x + 2] = mine.nonintegral;
+            double* out = partial + 5 * (long long)blockIdx.x;
+            out[0] = mine.lo;
+            out[1] = mine.hi;
+            out[2] = (double)mine.posinf;
+            out[3] = (double)mine.invalid;
+            out[4] = (double)mine.nonintegral;
         }
     }
 }

@@ -2,6 +2,7 @@ import numpy as np
 import pytest
 
 from tracker import link, metrics, simulate
+from tracker.costs import nearest_target
 
 
 def _noisy_detections(truth, sigma, seed=0):
@@ -99,3 +100,30 @@ def test_smoothing_pass_candidates_do_not_depend_on_the_kept_search(monkeypatch,
     got = link.link_detections(detections, 1.5, solver="scipy")
     for name in expected:
         np.testing.assert_array_equal(got[name], expected[name])
+
+
+def test_lookahead_continuations_from_the_kept_search_equal_a_fresh_search(monkeypatch):
+    # Persistence 0.9: the smoothing pass looks ahead; its nearest continuations come mostly from the forward
+    # pass's kept candidates, the rest from the k-d tree. Each call is checked against a search of the whole
+    # next frame.
+    truth = simulate.simulate_tracks(400, 10, (12.0, 25.0, 25.0), 0.4, 0.9, blink_probability=0.05, seed=5)
+    detections = _noisy_detections(truth, 0.03)
+    queries = {"all": 0, "tree": 0}
+    original = link._LinkState._nearest_continuation
+
+    def checked(self, positions, query_um, sources, source_frame, next_frame, bound_um):
+        got = original(self, positions, query_um, sources, source_frame, next_frame, bound_um)
+        np.testing.assert_array_equal(got, nearest_target(query_um, positions[next_frame], bound_um)[1])
+        queries["all"] += len(query_um)
+        return got
+
+    def counted(query_um, *args, **kwargs):
+        queries["tree"] += len(query_um)
+        return nearest_target(query_um, *args, **kwargs)
+
+    monkeypatch.setattr(link._LinkState, "_nearest_continuation", checked)
+    monkeypatch.setattr(link, "nearest_target", counted)
+    summary = {}
+    link.link_detections(detections, 1.2, solver="scipy", summary=summary)
+    assert summary["smoothing"] == "look-ahead"
+    assert 0 < queries["tree"] < 0.5 * queries["all"]  # both ways were taken, mostly the kept candidates

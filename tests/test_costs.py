@@ -86,3 +86,19 @@ def test_per_source_search_in_any_order_and_radius_groups(rng):
         np.testing.assert_array_equal(rows, expected_rows)
         np.testing.assert_array_equal(cols, expected_cols)
         np.testing.assert_allclose(cost, d2[expected_rows, expected_cols])
+
+
+@pytest.mark.parametrize("k", [1, 4])
+@pytest.mark.parametrize("n_points", [5, 39, 40, 41, 1000])
+def test_query_tree_in_chunks_equals_one_query(monkeypatch, rng, k, n_points):
+    # Chunks of at least 10 points on 3 cores: none, two or three chunks, split unevenly.
+    monkeypatch.setattr(costs, "PARALLEL_QUERY_MIN_POINTS", 10)
+    monkeypatch.setattr(costs, "available_cores", lambda: 3)
+    targets = rng.random((200, 3)) * 10
+    points = rng.random((n_points, 3)) * 10
+    tree = costs.target_tree_of(targets)
+    expected = tree.query(points, k=k, distance_upper_bound=1.5)
+    got = costs.query_tree(tree, points, k, 1.5)
+    for got_array, expected_array in zip(got, expected):
+        assert got_array.shape == expected_array.shape
+        np.testing.assert_array_equal(got_array, expected_array)

@@ -1,3 +1,5 @@
+import multiprocessing
+
 import numpy as np
 import pytest
 
@@ -127,3 +129,19 @@ def test_lookahead_continuations_from_the_kept_search_equal_a_fresh_search(monke
     link.link_detections(detections, 1.2, solver="scipy", summary=summary)
     assert summary["smoothing"] == "look-ahead"
     assert 0 < queries["tree"] < 0.5 * queries["all"]  # both ways were taken, mostly the kept candidates
+
+
+def _link_in_child(detections):
+    return link.link_detections(detections, 1.5, solver="scipy")["track_id"]
+
+
+@pytest.mark.skipif("fork" not in multiprocessing.get_all_start_methods(), reason="needs the fork start method")
+def test_links_in_a_process_forked_after_linking():
+    # The linker's helper threads (k-d tree builds, shared queries) do not exist in a forked child: it must
+    # make its own instead of waiting forever on the parent's.
+    truth = simulate.simulate_tracks(300, 6, (12.0, 25.0, 25.0), 0.5, 0.7, seed=4)
+    detections = _noisy_detections(truth, 0.04)
+    expected = link.link_detections(detections, 1.5, solver="scipy")["track_id"]  # the parent's threads start
+    with multiprocessing.get_context("fork").Pool(1) as pool:
+        got = pool.apply_async(_link_in_child, (detections,)).get(timeout=60)
+    np.testing.assert_array_equal(got, expected)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import numpy as np
 from scipy.spatial import cKDTree
 
+from ._threads import available_cores, thread_pool
 from .backend import gpu_available
 from .tables import stable_argsort
 
@@ -184,8 +185,7 @@ def nearest_target(
             index = to_numpy(nearest_target_gpu(query_um, target_um, radius)).astype(np.int64)
         else:
             tree = target_tree if target_tree is not None else target_tree_of(target_um)
-            _, found = tree.query(query_um, k=1, distance_upper_bound=radius,
-                                  workers=-1 if len(query_um) >= THREADED_QUERY_MIN_POINTS else 1)
+            _, found = query_tree(tree, query_um, 1, radius)
             index = np.where(found < len(target_um), found, -1).astype(np.int64)
     hit = index >= 0
     distance_sq = np.full(len(query_um), np.inf)
@@ -235,11 +235,12 @@ made every query search a volume several times its own."""
 
 MAX_RADIUS_GROUPS = 6
 
-THREADED_QUERY_MIN_POINTS = 10_000
-"""k-d tree queries of fewer points run on one thread: starting the threads costs 0.1-0.3 ms per query on this
-project's 2-core machine (several ms while another process keeps a core busy), and two threads only gained from
-about 10k queries (100k points per frame, k = 8: 500 queries 0.17 vs 0.49 ms, 5k 2.9 vs 3.1 ms, 10k 6.1 vs 5.5 ms,
-50k 43 vs 16 ms)."""
+PARALLEL_QUERY_MIN_POINTS = 1_000
+"""k-d tree queries of at least twice this many points are split into contiguous chunks of at least this many,
+queried at the same time on the calling thread and one persistent thread per further core (SciPy's
+query releases the GIL; the result is that of one query). SciPy's own ``workers`` starts new threads on every
+call (0.1-0.3 ms a query on this project's 2-core machine, where it only paid from 10k queries); with these,
+linking 10k points per frame took 5-14 % less time (identical links), 100k the same."""
 
 
 def _candidates_kdtree(source_um: np.ndarray, tree: cKDTree, radius: np.ndarray, order: np.ndarray | None = None):
@@ -259,8 +260,7 @@ def _candidates_kdtree(source_um: np.ndarray, tree: cKDTree, radius: np.ndarray,
         for group in _radius_groups(radius, queried):
             # The bound is padded: the exact test decides.
             bound = float(radius[group].max()) * (1 + 1e-9) + 1e-12
-            distance, index = tree.query(np.take(source_um, group, axis=0), k=k, distance_upper_bound=bound,
-                                         workers=-1 if len(group) >= THREADED_QUERY_MIN_POINTS else 1)
+            distance, index = query_tree(tree, np.take(source_um, group, axis=0), k, bound)
             distance, index = distance.reshape(len(group), k), index.reshape(len(group), k)
             full = (index[:, -1] < n_targets) & (distance[:, -1] <= radius[group] * (1 + 1e-9)) & (k < n_targets)
             index = np.sort(index, axis=1)  # each row's columns in order; misses (n_targets) last
@@ -274,6 +274,22 @@ def _candidates_kdtree(source_um: np.ndarray, tree: cKDTree, radius: np.ndarray,
     rows, cols = np.concatenate(found_rows), np.concatenate(found_cols)
     by_row = stable_argsort(rows)
     return np.take(rows, by_row), np.take(cols, by_row).astype(np.int64, copy=False)
+
+
+def query_tree(tree: cKDTree, points: np.ndarray, k: int, distance_upper_bound: float) -> tuple[np.ndarray, np.ndarray]:
+    """``tree.query(points, k, distance_upper_bound=...)`` on several cores from ``2 * PARALLEL_QUERY_MIN_POINTS``
+    points (see :data:`PARALLEL_QUERY_MIN_POINTS`): the same arrays, ``(n,)`` for ``k = 1``, else ``(n, k)``."""
+    cores = available_cores()
+    n_chunks = min(len(points) // PARALLEL_QUERY_MIN_POINTS, cores)
+    if n_chunks < 2:
+        return tree.query(points, k=k, distance_upper_bound=distance_upper_bound)
+    bounds = np.linspace(0, len(points), n_chunks + 1).astype(np.int64).tolist()
+    helpers = thread_pool("query", cores - 1)
+    others = [helpers.submit(tree.query, points[start:stop], k=k, distance_upper_bound=distance_upper_bound)
+              for start, stop in zip(bounds[1:-1], bounds[2:])]
+    parts = [tree.query(points[:bounds[1]], k=k, distance_upper_bound=distance_upper_bound)]
+    parts += [other.result() for other in others]
+    return np.concatenate([part[0] for part in parts]), np.concatenate([part[1] for part in parts])
 
 
 def _radius_groups(radius: np.ndarray, queried: np.ndarray) -> list[np.ndarray]:

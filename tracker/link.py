@@ -28,7 +28,6 @@ nearest-neighbour LAP linking on squared displacements.
 from __future__ import annotations
 
 import copy
-import functools
 from collections.abc import Callable, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
@@ -47,6 +46,7 @@ from .motion import (
     DEFAULT_GATE_SIGMAS, DEFAULT_PRIOR_STEPS, MotionModel, chi2_3_sf, own_scatter_cost, own_scatter_prior_steps,
     predict_positions, spread_factor, truncated_gaussian_variance,
 )
+from ._threads import thread_pool
 from .tables import Table, positions_um, require_columns, sort_table, table_length, take_rows
 
 ProgressCallback = Callable[[str, int, int], None]
@@ -843,13 +843,12 @@ class _LinkState:
                      np.take(self.velocity, src, axis=0), self.has_velocity[src])
 
 
-@functools.cache
 def _tree_builder() -> ThreadPoolExecutor:
     """The one background thread that builds frames' k-d trees ahead of their use (:meth:`_LinkState.prefetch_tree`):
     SciPy builds a k-d tree without holding the GIL, so the build of the next pair's target frame overlaps the
     current pair's search and assignment (1-2 ms a frame at 10k points, 20-30 ms at 100k, on this project's
     2-core machine)."""
-    return ThreadPoolExecutor(max_workers=1, thread_name_prefix="tracker-kdtree")
+    return thread_pool("kdtree", 1)
 
 
 @dataclass

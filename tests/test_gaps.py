@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 from tracker import gaps, link, metrics, simulate
 from test_motion import _dense_cell
@@ -130,3 +131,26 @@ def test_near_edge_is_the_per_axis_test(rng):
         expected = np.any((positions[index] - low < distance) | (high - positions[index] < distance), axis=1)
         np.testing.assert_array_equal(near_edge(positions, index, distance), expected)
         np.testing.assert_array_equal(edge_clearance(positions, (low, high))[index] < distance, expected)
+
+
+def _one_gap(distance_um):
+    """A track end at frame 0, a track start ``distance_um`` from it (along x) at frame 2, and two particles at
+    opposite corners tracked through frames 0-2 (they set the volume, and lie on its edge: no gaps there)."""
+    frames = np.array([0, 2, 0, 0, 1, 1, 2, 2])
+    corners = [[0.0, 0.0, 0.0], [10.0, 10.0, 10.0]] * 3
+    positions = np.array([[5.0, 5.0, 5.0], [5.0, 5.0, 5.0 + distance_um], *corners])
+    predecessor = np.array([-1, -1, -1, -1, 2, 3, 4, 5])
+    return positions, frames, predecessor
+
+
+@pytest.mark.parametrize("sigmas, joined", [(2.5, True), (3.2, False)])
+def test_gap_closing_candidates_lie_within_the_gap_gate(sigmas, joined):
+    # Brownian, per-axis step variance 0.01 µm²: over two frames the end's position spreads by sqrt(0.02) µm.
+    positions, frames, predecessor = _one_gap(sigmas * np.sqrt(0.02))
+    n = len(frames)
+    closed = gaps.close_gaps(
+        positions, frames, predecessor, np.full(n, np.nan), np.full(n, np.nan), velocity=np.zeros((n, 3)),
+        has_velocity=np.zeros(n, bool), persistence=0.0, step_variance=0.01, residual_variance=None,
+        scale=np.ones(n), max_displacement_um=1.0, max_gap=2, solver="scipy")
+    assert closed == int(joined) and predecessor[1] == (0 if joined else -1)
+    assert 2.5 < gaps.GAP_CLOSING_GATE_SIGMAS < 3.2 < link.DEFAULT_GATE_SIGMAS  # (the frame-to-frame gate is wider)

@@ -713,13 +713,8 @@ class _LinkState:
         inside the kept one, searched afresh elsewhere (queried in ``order``, a permutation of the rows, where
         given): the same as a search of them all."""
         targets_um = positions[target_frame[0]:target_frame[0] + len(target_frame)]
-        shift = np.sqrt(np.sum((predicted - np.take(kept.predicted, sources, axis=0)) ** 2, axis=1))
-        # (Slack for rounding: the kept search's exact test had every target within its reach.)
-        inside = shift + radius <= kept.reach[sources] * (1.0 - 1e-9)
-        fit = np.flatnonzero(inside)
-        first, count = kept.indptr[sources[fit]], np.diff(kept.indptr)[sources[fit]]
-        index = np.repeat(first - (np.cumsum(count) - count), count) + np.arange(int(count.sum()))
-        rows, cols, distance_sq = within_radius(predicted, targets_um, np.repeat(fit, count), kept.cols[index], radius)
+        inside, query, target = kept.candidates(predicted, sources, radius)
+        rows, cols, distance_sq = within_radius(predicted, targets_um, query, target, radius)
         afresh = np.flatnonzero(~inside)
         if len(afresh):
             more_rows, more_cols, more_sq = gated_links_per_source(
@@ -808,8 +803,7 @@ class _LinkState:
         ``source_frame``, whose successors lie in ``next_frame``). Where the query's ball lies inside the ball
         that the forward pass searched and kept for that point (:class:`_KeptSearch`), the nearest point is
         among the kept candidates; the other queries go to the k-d tree (on the project's 2-core machine the
-        look-ahead's queries took a fifth of the linking time at 10k points per frame, and about nine in ten
-        fit).
+        look-ahead's queries took a fifth of the linking time at 10k points per frame; about 95 % fit).
         """
         next_um = positions[int(next_frame[0]):int(next_frame[0]) + len(next_frame)]  # (a range: a view)
         kept = self._kept.get((int(source_frame[0]), len(source_frame)))
@@ -818,19 +812,12 @@ class _LinkState:
             tree = None if searches_on_gpu(len(query_um)) else self._frame_tree(positions, next_frame)
             return nearest_target(query_um, next_um, bound_um, target_tree=tree)[1]
         distance_sq = np.full(len(query_um), np.inf)
-        shift = np.sqrt(np.sum((query_um - np.take(kept.predicted, sources, axis=0)) ** 2, axis=1))
-        # (Slack for rounding: the kept search's exact test had every target within its reach.)
-        inside = shift + bound_um <= kept.reach[sources] * (1.0 - 1e-9)
-        fit = np.flatnonzero(inside)
-        first, count = kept.indptr[sources[fit]], np.diff(kept.indptr)[sources[fit]]
-        index = np.repeat(first - (np.cumsum(count) - count), count) + np.arange(int(count.sum()))
-        owner = np.repeat(np.arange(len(fit)), count)
-        delta = np.take(query_um, fit[owner], axis=0) - np.take(next_um, kept.cols[index], axis=0)
+        inside, query, target = kept.candidates(query_um, sources, bound_um)
+        delta = np.take(query_um, query, axis=0) - np.take(next_um, target, axis=0)
         candidate_sq = np.sum(delta * delta, axis=1)  # (nearest_target's formula: the same bits)
         candidate_sq[candidate_sq > bound_um * bound_um] = np.inf
-        has_any = count > 0
-        segment_start = (np.cumsum(count) - count)[has_any]
-        distance_sq[fit[has_any]] = np.minimum.reduceat(candidate_sq, segment_start) if len(segment_start) else []
+        first = np.flatnonzero(np.r_[True, query[1:] != query[:-1]]) if len(query) else query
+        distance_sq[query[first]] = np.minimum.reduceat(candidate_sq, first) if len(first) else []
         afresh = np.flatnonzero(~inside)
         if len(afresh):
             distance_sq[afresh] = nearest_target(np.take(query_um, afresh, axis=0), next_um, bound_um,
@@ -864,6 +851,22 @@ class _KeptSearch:
     cols: np.ndarray
     tree: cKDTree
     target_frame: tuple[int, int]
+
+    def candidates(self, query_um, sources, radius_um):
+        """The kept candidates of the queries whose balls (``radius_um`` around ``query_um``: predictions of the
+        kept search's sources ``sources``, by index) lie inside the kept balls of their sources: every target
+        within those balls is among them.
+
+        Returns ``inside`` (``(n,)`` bool: which queries) and, per candidate, its query (index into ``query_um``)
+        and its target (index in the target frame), grouped by query in order.
+        """
+        shift = np.sqrt(np.sum((query_um - np.take(self.predicted, sources, axis=0)) ** 2, axis=1))
+        # (Slack for rounding: the kept search's exact test had every target within its reach.)
+        inside = shift + radius_um <= self.reach[sources] * (1.0 - 1e-9)
+        fit = np.flatnonzero(inside)
+        first, count = self.indptr[sources[fit]], np.diff(self.indptr)[sources[fit]]
+        index = np.repeat(first - (np.cumsum(count) - count), count) + np.arange(int(count.sum()))
+        return inside, np.repeat(fit, count), self.cols[index]
 
     @classmethod
     def of(cls, rows, cols, predicted, reach, n_sources, tree, target_frame) -> _KeptSearch:

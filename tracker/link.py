@@ -807,9 +807,9 @@ class _LinkState:
         """
         next_um = positions[int(next_frame[0]):int(next_frame[0]) + len(next_frame)]  # (a range: a view)
         kept = self._kept.get((int(source_frame[0]), len(source_frame)))
-        if kept is None or kept.target_frame != (int(next_frame[0]), len(next_frame)) or searches_on_gpu(
-                len(query_um)):
-            tree = None if searches_on_gpu(len(query_um)) else self._frame_tree(positions, next_frame)
+        on_gpu = searches_on_gpu(len(query_um))
+        if on_gpu or kept is None or kept.target_frame != (int(next_frame[0]), len(next_frame)):
+            tree = None if on_gpu else self._frame_tree(positions, next_frame)
             return nearest_target(query_um, next_um, bound_um, target_tree=tree)[1]
         distance_sq = np.full(len(query_um), np.inf)
         inside, query, target = kept.candidates(query_um, sources, bound_um)

@@ -9,6 +9,7 @@ pools of its own.
 
 from __future__ import annotations
 
+import math
 import os
 import threading
 from concurrent.futures import ThreadPoolExecutor
@@ -29,9 +30,41 @@ def thread_pool(name: str, workers: int) -> ThreadPoolExecutor:
     return pool
 
 
+CGROUP_CPU_LIMITS = ("/sys/fs/cgroup/cpu.max", "/sys/fs/cgroup/cpu/cpu.cfs_quota_us")
+"""Where Linux states a container's CPU quota: cgroup v2 (``"quota period"`` or ``"max period"``), then v1 (the
+quota alone, ``-1`` for none; its period is in ``cpu.cfs_period_us`` beside it)."""
+
+
 def available_cores() -> int:
-    """CPU cores this process may run on."""
+    """CPU cores this process may use: those it may run on, at most its container's CPU quota (rounded up).
+
+    A container limited to 2 CPUs on a 64-core host sees 64 cores in ``os.cpu_count()`` and its affinity
+    mask; splitting work 64 ways there only adds overhead.
+    """
     try:
-        return len(os.sched_getaffinity(0))
+        cores = len(os.sched_getaffinity(0))
     except AttributeError:  # (not on every platform)
-        return os.cpu_count() or 1
+        cores = os.cpu_count() or 1
+    quota = cgroup_cpu_quota()
+    return max(1, min(cores, math.ceil(quota))) if quota is not None else cores
+
+
+def cgroup_cpu_quota(paths: tuple[str, ...] = CGROUP_CPU_LIMITS) -> float | None:
+    """CPUs' worth of time per period this process's cgroup may use (None: no quota, or not stated)."""
+    for path in paths:
+        try:
+            with open(path) as file:
+                fields = file.read().split()
+            if path.endswith("cpu.cfs_quota_us"):
+                with open(os.path.join(os.path.dirname(path), "cpu.cfs_period_us")) as file:
+                    fields.append(file.read().strip())
+        except (OSError, ValueError):
+            continue
+        if len(fields) != 2 or fields[0] in ("max", "-1"):
+            return None
+        try:
+            quota, period = float(fields[0]), float(fields[1])
+        except ValueError:
+            return None
+        return quota / period if quota > 0 and period > 0 else None
+    return None

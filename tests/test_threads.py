@@ -39,12 +39,20 @@ def test_missing_files_mean_no_quota(tmp_path):
 
 def test_available_cores_is_capped_by_the_quota_rounded_up(monkeypatch):
     monkeypatch.setattr(_threads, "cgroup_cpu_quota", lambda: None)
-    unlimited = _threads.available_cores()
+    unlimited = _threads._measure_cores()
     assert unlimited >= 1
     monkeypatch.setattr(_threads, "cgroup_cpu_quota", lambda: 0.5)
-    assert _threads.available_cores() == 1
+    assert _threads._measure_cores() == 1
     monkeypatch.setattr(_threads, "cgroup_cpu_quota", lambda: unlimited + 10.0)
-    assert _threads.available_cores() == unlimited
+    assert _threads._measure_cores() == unlimited
+
+
+def test_available_cores_is_measured_once_per_process(monkeypatch):
+    monkeypatch.setattr(_threads, "_cores", {})
+    calls = []
+    monkeypatch.setattr(_threads, "_measure_cores", lambda: calls.append(1) or 3)
+    assert _threads.available_cores() == 3 and _threads.available_cores() == 3
+    assert len(calls) == 1
 
 
 def test_thread_pool_is_one_per_name_and_process():

@@ -15,6 +15,7 @@ import threading
 from concurrent.futures import ThreadPoolExecutor
 
 _pools: dict[tuple[str, int], ThreadPoolExecutor] = {}
+_cores: dict[int, int] = {}  # available_cores() by process id
 _lock = threading.Lock()
 
 
@@ -39,8 +40,16 @@ def available_cores() -> int:
     """CPU cores this process may use: those it may run on, at most its container's CPU quota (rounded up).
 
     A container limited to 2 CPUs on a 64-core host sees 64 cores in ``os.cpu_count()`` and its affinity
-    mask; splitting work 64 ways there only adds overhead.
+    mask; splitting work 64 ways there only adds overhead. Measured once per process (the linker asks for
+    every k-d tree query, and reading the cgroup files each time cost more than 1 % of a link).
     """
+    cores = _cores.get(os.getpid())
+    if cores is None:
+        cores = _cores[os.getpid()] = _measure_cores()
+    return cores
+
+
+def _measure_cores() -> int:
     try:
         cores = len(os.sched_getaffinity(0))
     except AttributeError:  # (not on every platform)

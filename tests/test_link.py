@@ -5,6 +5,7 @@ import pytest
 
 from tracker import link, metrics, simulate
 from tracker.costs import nearest_target
+from test_motion import _dense_cell
 
 
 def _noisy_detections(truth, sigma, seed=0):
@@ -129,6 +130,52 @@ def test_lookahead_continuations_from_the_kept_search_equal_a_fresh_search(monke
     link.link_detections(detections, 1.2, solver="scipy", summary=summary)
     assert summary["smoothing"] == "look-ahead"
     assert 0 < queries["tree"] < 0.5 * queries["all"]  # both ways were taken, mostly the kept candidates
+
+
+def test_point_exchange_gives_two_tracks_back_their_detections():
+    # Two particles moving 0.5 µm per frame along x, 0.4 µm apart; the links swapped their frame-1 detections
+    # (A0 -> B1 -> A2 -> A3, B0 -> A1 -> B2 -> B3). Exchanging A1 and B1 straightens both tracks.
+    frames = np.repeat(np.arange(4), 2)
+    positions = np.stack([np.zeros(8), np.tile([0.0, 0.4], 4), 0.5 * frames], axis=1)
+    predecessor = np.array([-1, -1, 1, 0, 3, 2, 4, 5])
+    state = link._LinkState(8, "persistent", 0.9, True, 1.0)
+    state.frames = frames
+    state.predecessor[:] = predecessor
+    state.successor = np.full(8, -1)
+    state.successor[predecessor[predecessor >= 0]] = np.flatnonzero(predecessor >= 0)
+    linked = predecessor >= 0
+    state.velocity[linked] = positions[linked] - positions[predecessor[linked]]
+    state.has_velocity[:] = linked
+    state.confidence[linked] = 0.5
+    state.exchange_candidates[1] = (np.array([2]), np.array([3]))  # (as smooth_pair leaves them)
+
+    assert state.exchange_points(positions, np.array([2, 3])) == 1
+    np.testing.assert_array_equal(state.predecessor, [-1, -1, 0, 1, 2, 3, 4, 5])
+    np.testing.assert_array_equal(state.successor, [2, 3, 4, 5, 6, 7, -1, -1])
+    np.testing.assert_allclose(state.velocity[2:6], [[0, 0, 0.5]] * 4)
+    # The links into the frame-3 points kept their source; their cost follows the new velocities.
+    np.testing.assert_allclose(state.link_cost[6:], (0.5 - 0.9 * 0.5) ** 2)
+    assert np.all((state.confidence[2:6] > 0.5) & (state.confidence[2:6] <= 1.0))
+    assert not state.exchange_candidates
+    # Nothing left to gain: the straight tracks stay.
+    state.exchange_candidates[1] = (np.array([2]), np.array([3]))
+    assert state.exchange_points(positions, np.array([2, 3])) == 0
+
+
+def test_point_exchanges_improve_crowded_persistent_linking(monkeypatch):
+    # Step/NN 0.5, persistence 0.5: the smoothing pass leaves detections swapped between crossing tracks.
+    gains = []
+    for seed in (3, 4, 5):
+        truth, detections, step, nn = _dense_cell(0.5, 0.5, n=1500, frames=10, seed=seed)
+        summary = {}
+        with_exchanges = link.link_detections(detections, 2.5 * step, solver="scipy", summary=summary)
+        assert summary["exchanges"] > 0
+        with monkeypatch.context() as patch:
+            patch.setattr(link._LinkState, "exchange_points", lambda self, positions, points: 0)
+            without = link.link_detections(detections, 2.5 * step, solver="scipy")
+        gains.append(metrics.evaluate(with_exchanges, truth, 0.5 * nn)["link_f1"]
+                     - metrics.evaluate(without, truth, 0.5 * nn)["link_f1"])
+    assert min(gains) > 0
 
 
 def _link_in_child(detections):

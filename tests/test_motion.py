@@ -104,17 +104,20 @@ def test_no_lookahead_in_crowded_data(monkeypatch):
         np.testing.assert_array_equal(tables[0][name], tables[1][name])
 
 
-@pytest.mark.parametrize("persistence, stages, smoothing", [(0.9, ["link", "smooth"], "look-ahead"),
-                                                            (0.0, ["link"], "off")])
+@pytest.mark.parametrize("persistence, stages, smoothing", [
+    (0.9, {"link": 5, "smooth": 5, "exchange": 3}, "look-ahead"),
+    (0.0, {"link": 5}, "off"),
+])
 def test_progress_and_summary_report_each_pass(persistence, stages, smoothing):
     _, detections, step, _ = _dense_cell(0.5, persistence, n=300, frames=6)
     calls, summary = [], {}
     link.link_detections(detections, 2.5 * step, solver="scipy", progress=lambda *call: calls.append(call),
                          summary=summary)
-    assert [stage for stage, _, _ in calls] == [stage for stage in stages for _ in range(5)]
-    for stage in stages:
-        assert [(done, total) for s, done, total in calls if s == stage] == [(k, 5) for k in range(1, 6)]
+    assert [stage for stage, _, _ in calls] == [stage for stage, total in stages.items() for _ in range(total)]
+    for stage, total in stages.items():
+        assert [(done, n) for s, done, n in calls if s == stage] == [(k, total) for k in range(1, total + 1)]
     assert summary["smoothing"] == smoothing and summary["persistence_estimated"]
+    assert summary["exchanges"] >= 0 if smoothing != "off" else summary["exchanges"] == 0
     assert (summary["persistence"] is None) == (persistence == 0.0)  # Brownian: nothing to predict with
     assert summary["gap_closing"] is False and 0.0 <= summary["missing_rate"] < 0.01
 

@@ -84,8 +84,8 @@ class _Progress:
         if stage != self.stage:
             self.close()
             self.stage = stage
-            label = {"detect": "Detecting spots", "link": "Linking frames", "smooth": "Smoothing links"}.get(
-                stage, stage)
+            label = {"detect": "Detecting spots", "link": "Linking frames", "smooth": "Smoothing links",
+                     "exchange": "Exchanging spots"}.get(stage, stage)
             self.bar = click.progressbar(length=total, label=f"{label:16s}", file=sys.stderr, show_pos=True)
             self.bar.__enter__()
             self._done = 0
@@ -121,8 +121,9 @@ def _linking_options(command):
                           "each track's own scatter, in the radius and the costs."),
         click.option("--smoothing/--no-smoothing", default=True, show_default=True,
                      help="With persistent motion, link every frame pair again weighing how each candidate "
-                          "link continues into the next frame (forward-backward; about twice the linking "
-                          "time, fewer wrong links where paths cross)."),
+                          "link continues into the next frame (forward-backward), then exchange single "
+                          "detections between tracks where that makes both more likely (about twice the "
+                          "linking time, fewer wrong links where paths cross)."),
         click.option("--max-gap", type=click.IntRange(min=0), default=DEFAULT_MAX_GAP, show_default=True,
                      help="Close gaps of up to this many missing frames (0: off)."),
         click.option("--gap-penalty", type=click.FloatRange(min=0), default=DEFAULT_GAP_PENALTY,

@@ -120,8 +120,9 @@ def track_stack(
     device : {"auto", "cpu", "gpu"}
         Where detection runs.
     progress : callable, optional
-        ``progress(stage, done, total)`` with stage ``"detect"``, ``"link"`` or
-        ``"smooth"`` (the linker's smoothing pass, when it runs).
+        ``progress(stage, done, total)`` with stage ``"detect"``, ``"link"``,
+        ``"smooth"`` or ``"exchange"`` (the linker's smoothing pass and its point
+        exchanges, when they run).
 
     Returns
     -------

@@ -621,7 +621,8 @@ class TrackerWidget(QWidget):
         self.smoothing = QCheckBox("re-link with the next step too")
         self.smoothing.setChecked(True)
         self.smoothing.setToolTip("Forward-backward: with persistent motion, link every frame pair again, "
-                                  "weighing how each candidate link continues into the next frame.")
+                                  "weighing how each candidate link continues into the next frame, then "
+                                  "exchange single detections between tracks where that fits both better.")
         self.predict_motion.toggled.connect(self.smoothing.setEnabled)
         form.addRow("Smoothing", self.smoothing)
         self.max_gap = QSpinBox()
@@ -904,7 +905,7 @@ class TrackerWidget(QWidget):
         return source
 
     def _on_progress(self, stage: str, done: int, total: int) -> None:
-        share = {"detect": (0, 85), "link": (85, 93), "smooth": (93, 100)}.get(stage, (0, 100))
+        share = {"detect": (0, 85), "link": (85, 93), "smooth": (93, 99), "exchange": (99, 100)}.get(stage, (0, 100))
         fraction = done / total if total else 1.0
         self.progress_bar.setValue(int(share[0] + (share[1] - share[0]) * fraction))
         self.progress_bar.setFormat(f"{stage} {done}/{total}")

@@ -126,13 +126,13 @@ EXCHANGE_MAX_CONFIDENCE = 0.9
 """Point exchanges (:meth:`_LinkState.exchange_points`) are tried for a detection ``x`` whose link from the smoothing
 pass has a confidence below this, and for the other's detection ``y`` only where it has a link into or out of it below
 this too: an exchange replaces two links of each track, and a sure link is seldom among the wrong ones.
-compare_trackers.py, 10k particles, 20 frames (first trials, with every nearby pair): 95 % of the gain of trying
-every pair (0.8 kept 85 %)."""
+compare_trackers.py, 10k particles, 20 frames, step/NN 0.5, persistence 0.5 (first trials, with every nearby
+pair): 93 % of the gain of trying every pair (0.8: 78 %)."""
 
 EXCHANGE_MARGIN = 9.0
 """... and only where the smoothing pass's cost of the link from ``x``'s source to ``y`` exceeds that of its link to
-``x`` by less than this (squared standard deviations). compare_trackers.py, step/NN 0.5, persistence 0.5: 9 kept
-95 % of the gain of every candidate at 60-70 % of the time (16: 98 %, 4: 85 %)."""
+``x`` by less than this (squared standard deviations). compare_trackers.py, step/NN 0.5, persistence 0.5: 94 % of
+the gain of every candidate at 73 % of the time (16: 99 %, 4: 75 %)."""
 
 TREES_KEPT = 3
 """k-d trees of frames the linker keeps (:meth:`_LinkState._frame_tree`): those of a pair's two frames and, looking

@@ -149,7 +149,7 @@ def test_point_exchange_gives_two_tracks_back_their_detections():
     state.confidence[linked] = 0.5
     state.exchange_candidates[1] = (np.array([2]), np.array([3]))  # (as smooth_pair leaves them)
 
-    assert state.exchange_points(positions, np.array([2, 3])) == 1
+    assert state.exchange_points(positions, [1]) == 1
     np.testing.assert_array_equal(state.predecessor, [-1, -1, 0, 1, 2, 3, 4, 5])
     np.testing.assert_array_equal(state.successor, [2, 3, 4, 5, 6, 7, -1, -1])
     np.testing.assert_allclose(state.velocity[2:6], [[0, 0, 0.5]] * 4)
@@ -159,7 +159,7 @@ def test_point_exchange_gives_two_tracks_back_their_detections():
     assert not state.exchange_candidates
     # Nothing left to gain: the straight tracks stay.
     state.exchange_candidates[1] = (np.array([2]), np.array([3]))
-    assert state.exchange_points(positions, np.array([2, 3])) == 0
+    assert state.exchange_points(positions, [1]) == 0
 
 
 def test_point_exchanges_improve_crowded_persistent_linking(monkeypatch):
@@ -171,7 +171,7 @@ def test_point_exchanges_improve_crowded_persistent_linking(monkeypatch):
         with_exchanges = link.link_detections(detections, 2.5 * step, solver="scipy", summary=summary)
         assert summary["exchanges"] > 0
         with monkeypatch.context() as patch:
-            patch.setattr(link._LinkState, "exchange_points", lambda self, positions, points: 0)
+            patch.setattr(link._LinkState, "exchange_points", lambda self, positions, frame_numbers: 0)
             without = link.link_detections(detections, 2.5 * step, solver="scipy")
         gains.append(metrics.evaluate(with_exchanges, truth, 0.5 * nn)["link_f1"]
                      - metrics.evaluate(without, truth, 0.5 * nn)["link_f1"])

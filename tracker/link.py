@@ -306,9 +306,9 @@ def link_detections(
         # up to two frames on, so those of one batch do not interact.
         inner = [k for k in range(1, n_pairs) if frame_values[k + 1] == frame_values[k] + 1 == frame_values[k - 1] + 2]
         for offset in range(3):
-            batch = [np.arange(bounds[k], bounds[k + 1]) for k in inner if frame_values[k] % 3 == offset]
+            batch = [int(frame_values[k]) for k in inner if frame_values[k] % 3 == offset]
             if batch:
-                exchanges += state.exchange_points(positions, np.concatenate(batch))
+                exchanges += state.exchange_points(positions, batch)
             if progress is not None:
                 progress("exchange", offset + 1, 3)
     state.forget_searches()  # (what the forward pass kept for the smoothing pass)
@@ -843,10 +843,10 @@ class _LinkState:
         x, y = x[candidate], edge_cols[candidate]
         self.exchange_candidates[int(frame_b)] = (b[x], b[y])
 
-    def exchange_points(self, positions, points) -> int:
+    def exchange_points(self, positions, frame_numbers) -> int:
         """Exchange single detections between tracks where that makes both tracks more likely.
 
-        ``points`` are the points of frames at least 3 apart, each with the frames before and after it.
+        ``frame_numbers`` are frames at least 3 apart, each with the frames before and after it.
         Two tracks ``a -> x -> c`` and ``a' -> y -> c'`` through detections ``x, y`` of one frame become
         ``a -> y -> c`` and ``a' -> x -> c'`` when the summed costs of the links into ``x, y``, into
         ``c, c'`` and into the points after ``c, c'`` (each the squared distance from its prediction over
@@ -866,36 +866,34 @@ class _LinkState:
             Number of exchanges made.
         """
         frames, predecessor, successor, confidence = self.frames, self.predecessor, self.successor, self.confidence
-        point_frames = frames[points]
-        before, after = predecessor[points], successor[points]
-        through = (before >= 0) & (after >= 0)
-        through &= frames[np.maximum(before, 0)] == point_frames - 1
-        through &= frames[np.maximum(after, 0)] == point_frames + 1
-        uncertain = ~(confidence[points] >= EXCHANGE_MAX_CONFIDENCE)
-        uncertain |= ~(confidence[np.maximum(after, 0)] >= EXCHANGE_MAX_CONFIDENCE)
-        keep = through & uncertain
-        points, point_frames = points[keep], point_frames[keep]
-        if len(points) < 2:
+        found = [self.exchange_candidates.pop(frame, (np.empty(0, np.int64),) * 2) for frame in frame_numbers]
+        if not found:
             return 0
-        residual_variance = self.class_variance(np.ones(1, bool))[0]
-        found = [self.exchange_candidates.pop(int(f), (np.empty(0, np.int64),) * 2) for f in np.unique(point_frames)]
         x = np.concatenate([pair[0] for pair in found])
         y = np.concatenate([pair[1] for pair in found])
-        slot = np.full(len(frames), -1, dtype=np.int64)
-        slot[points] = np.arange(len(points))
-        first, second = slot[x], slot[y]
-        ok = (first >= 0) & (second >= 0)
-        first, second = np.minimum(first[ok], second[ok]), np.maximum(first[ok], second[ok])
-        key = np.unique(first * len(points) + second)
-        if len(key) == 0:
+
+        def eligible(point):
+            """Whether the track through ``point`` runs through the frames before and after it, with a link into or
+            out of it below EXCHANGE_MAX_CONFIDENCE."""
+            before, after = predecessor[point], successor[point]
+            point_frame = frames[point]
+            through = (before >= 0) & (after >= 0)
+            through &= frames[np.maximum(before, 0)] == point_frame - 1
+            through &= frames[np.maximum(after, 0)] == point_frame + 1
+            return through & (~(confidence[point] >= EXCHANGE_MAX_CONFIDENCE)
+                              | ~(confidence[np.maximum(after, 0)] >= EXCHANGE_MAX_CONFIDENCE))
+
+        # (A pair may come twice, as (x, y) and (y, x): the greedy choice below takes it once.)
+        both = eligible(x) & eligible(y)
+        x, y = x[both], y[both]
+        if len(x) == 0:
             return 0
-        first, second = key // len(points), key % len(points)
-        involved, slot = np.unique(np.concatenate([first, second]), return_inverse=True)
-        track = _ThroughTrack.of(self, positions, points[involved], residual_variance)
-        first, second = slot[:len(first)], slot[len(first):]
-        x, y = points[involved[first]], points[involved[second]]
-        gain = (track.cost[first] + track.cost[second]
-                - track.through(first, track.position[second]) - track.through(second, track.position[first]))
+        residual_variance = self.class_variance(np.ones(1, bool))[0]
+        track_x = _ThroughTrack.of(self, positions, x, residual_variance)
+        track_y = _ThroughTrack.of(self, positions, y, residual_variance)
+        every = np.arange(len(x))
+        gain = (track_x.cost + track_y.cost
+                - track_x.through(every, track_y.position) - track_y.through(every, track_x.position))
         better = np.flatnonzero(gain > 0.0)
         chosen, taken = [], set()
         for pair in better[np.argsort(-gain[better], kind="stable")].tolist():
@@ -906,16 +904,17 @@ class _LinkState:
             return 0
         chosen = np.array(chosen, dtype=np.int64)
         # Both tracks at once: track ``x``'s ends take detection ``y`` and the other way round.
-        of_track = np.concatenate([first[chosen], second[chosen]])
-        of_middle = np.concatenate([second[chosen], first[chosen]])
-        middle = points[involved[of_middle]]
-        start, end, after_end = (part[of_track] for part in (track.start, track.end, track.after_end))
-        into_middle, into_end, into_after = track.parts(of_track, track.position[of_middle])
+        middle = np.concatenate([y[chosen], x[chosen]])
+        start, end, after_end, has_after, variance = (
+            np.concatenate([getattr(track_x, name)[chosen], getattr(track_y, name)[chosen]])
+            for name in ("start", "end", "after_end", "has_after", "variance"))
+        parts_x = track_x.parts(chosen, track_y.position[chosen])
+        parts_y = track_y.parts(chosen, track_x.position[chosen])
+        into_middle, into_end, into_after = (np.concatenate(pair) for pair in zip(parts_x, parts_y))
         share = np.tile(1.0 / (1.0 + np.exp(-0.5 * np.minimum(gain[chosen], 120.0))), 2)
-        self._record_links(positions, start, middle, into_middle, track.variance[of_track], share)
+        self._record_links(positions, start, middle, into_middle, variance, share)
         self._record_links(positions, middle, end, into_end, np.full(len(end), residual_variance), share)
         successor[start], successor[middle] = middle, end
-        has_after = track.has_after[of_track]
         self.link_cost[after_end[has_after]] = into_after[has_after]
         return len(chosen)
 

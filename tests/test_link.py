@@ -132,13 +132,13 @@ def test_lookahead_continuations_from_the_kept_search_equal_a_fresh_search(monke
     assert 0 < queries["tree"] < 0.5 * queries["all"]  # both ways were taken, mostly the kept candidates
 
 
-def test_point_exchange_gives_two_tracks_back_their_detections():
-    # Two particles moving 0.5 µm per frame along x, 0.4 µm apart; the links swapped their frame-1 detections
-    # (A0 -> B1 -> A2 -> A3, B0 -> A1 -> B2 -> B3). Exchanging A1 and B1 straightens both tracks.
+def _swapped_tracks(gate_um):
+    """Two particles moving 0.5 µm per frame along x, 0.4 µm apart, whose links swapped their frame-1 detections
+    (A0 -> B1 -> A2 -> A3, B0 -> A1 -> B2 -> B3): the linker's state after smoothing, and the positions."""
     frames = np.repeat(np.arange(4), 2)
     positions = np.stack([np.zeros(8), np.tile([0.0, 0.4], 4), 0.5 * frames], axis=1)
     predecessor = np.array([-1, -1, 1, 0, 3, 2, 4, 5])
-    state = link._LinkState(8, "persistent", 0.9, True, 1.0)
+    state = link._LinkState(8, "persistent", 0.9, True, gate_um)
     state.frames = frames
     state.predecessor[:] = predecessor
     state.successor = np.full(8, -1)
@@ -148,7 +148,12 @@ def test_point_exchange_gives_two_tracks_back_their_detections():
     state.has_velocity[:] = linked
     state.confidence[linked] = 0.5
     state.exchange_candidates[1] = (np.array([2]), np.array([3]))  # (as smooth_pair leaves them)
+    return state, positions
 
+
+def test_point_exchange_gives_two_tracks_back_their_detections():
+    # Exchanging A1 and B1 straightens both tracks.
+    state, positions = _swapped_tracks(1.0)
     assert state.exchange_points(positions, [1]) == 1
     np.testing.assert_array_equal(state.predecessor, [-1, -1, 0, 1, 2, 3, 4, 5])
     np.testing.assert_array_equal(state.successor, [2, 3, 4, 5, 6, 7, -1, -1])
@@ -160,6 +165,14 @@ def test_point_exchange_gives_two_tracks_back_their_detections():
     # Nothing left to gain: the straight tracks stay.
     state.exchange_candidates[1] = (np.array([2]), np.array([3]))
     assert state.exchange_points(positions, [1]) == 0
+
+
+def test_point_exchange_keeps_links_within_the_gate():
+    # A gate below the 0.5 µm step: A0 -> A1 (no velocity known at A0, so predicted where A0 is) would leave it.
+    state, positions = _swapped_tracks(0.45)
+    before = state.predecessor.copy()
+    assert state.exchange_points(positions, [1]) == 0
+    np.testing.assert_array_equal(state.predecessor, before)
 
 
 def test_point_exchanges_improve_crowded_persistent_linking(monkeypatch):

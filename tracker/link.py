@@ -857,8 +857,8 @@ class _LinkState:
         (``self.exchange_candidates``: ``y`` a candidate of ``a``, :data:`EXCHANGE_MAX_CONFIDENCE`,
         :data:`EXCHANGE_MARGIN`). Exchanges are chosen greedily by gain, each detection in at most one;
         the new links' confidence is the exchange's share of the likelihood against the links it
-        replaced. The tracks' own scatter past an exchange keeps what it accumulated through the old
-        detection.
+        replaced. No exchange puts a link outside its search radius. The tracks' own scatter past an
+        exchange keeps what it accumulated through the old detection.
 
         Returns
         -------
@@ -958,8 +958,9 @@ class _ThroughTrack:
     """Tracks through points of one frame each, as :meth:`_LinkState.exchange_points` costs them: the
     track's points before (``start``), after (``end``) and two after (``after_end``, where ``has_after``),
     positions (µm, ``(n, 3)``), where the track predicts its point (``predicted``), the class variance of
-    the link into it (``variance``, µm²), the residual variance and own scatter, and ``cost``, the cost of
-    the track through its own point."""
+    the link into it (``variance``, µm²), the residual variance and own scatter, the search radii (µm) of
+    the link into the point and of the two after it (``radius_in``, ``radius_on``), and ``cost``, the cost
+    of the track through its own point."""
 
     start: np.ndarray
     end: np.ndarray
@@ -974,6 +975,8 @@ class _ThroughTrack:
     residual_variance: float
     scale: np.ndarray
     persistence: float
+    radius_in: np.ndarray
+    radius_on: np.ndarray
     cost: np.ndarray | None = None
 
     @classmethod
@@ -984,11 +987,13 @@ class _ThroughTrack:
         has_v = state.has_velocity[start]
         p = state.model.current_persistence()
         start_um = np.take(positions, start, axis=0)
+        variance, scale = state.class_variance(has_v), state.scale(start)
         track = cls(start, end, after_end, has_after, np.take(positions, points, axis=0), start_um,
                     np.take(positions, end, axis=0), np.take(positions, np.maximum(after_end, 0), axis=0),
-                    predict_positions(start_um, state.velocity[start], has_v, p), state.class_variance(has_v),
-                    residual_variance, state.scale(start), p)
-        track.cost = track.through(np.arange(len(points)), track.position)
+                    predict_positions(start_um, state.velocity[start], has_v, p), variance, residual_variance,
+                    scale, p, state._radius(variance, scale),
+                    state._radius(np.full(len(points), residual_variance), scale))
+        track.cost = track.through(np.arange(len(points)), track.position, gated=False)
         return track
 
     def parts(self, index, middle_um):
@@ -1001,11 +1006,17 @@ class _ThroughTrack:
         into_after = _squared_norm(self.after_um[index] - end_um - p * (end_um - middle_um))
         return into_middle, into_end, np.where(self.has_after[index], into_after, 0.0)
 
-    def through(self, index, middle_um):
-        """Cost (squared standard deviations) of tracks ``index`` passing through ``middle_um`` (µm)."""
+    def through(self, index, middle_um, gated: bool = True):
+        """Cost (squared standard deviations) of tracks ``index`` passing through ``middle_um`` (µm); with
+        ``gated``, infinite where a link would leave its search radius (no link of the linker does)."""
         into_middle, into_end, into_after = self.parts(index, middle_um)
         later = (into_end + into_after) / self.residual_variance
-        return (into_middle / self.variance[index] + later) / self.scale[index]
+        cost = (into_middle / self.variance[index] + later) / self.scale[index]
+        if gated:
+            radius_on_sq = self.radius_on[index] ** 2
+            inside = (into_middle <= self.radius_in[index] ** 2) & (into_end <= radius_on_sq)
+            cost = np.where(inside & (into_after <= radius_on_sq), cost, np.inf)
+        return cost
 
 
 def _squared_norm(vectors: np.ndarray) -> np.ndarray:

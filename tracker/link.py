@@ -841,6 +841,13 @@ class _LinkState:
         x = chosen_col[edge_rows]
         candidate = (x != edge_cols) & linked[edge_cols] & (cost[edges] - chosen_cost[edge_rows] < EXCHANGE_MARGIN)
         x, y = x[candidate], edge_cols[candidate]
+        # The exchange links y's source to x: only where that is a candidate too (else it leaves the search radius).
+        chosen_row = np.empty(len(b), dtype=np.int64)
+        chosen_row[chosen_cols] = chosen_rows
+        key = rows * len(b) + cols  # (sorted: edges come by row, then column)
+        wanted = chosen_row[y] * len(b) + x
+        found = np.minimum(np.searchsorted(key, wanted), len(key) - 1)
+        x, y = x[key[found] == wanted], y[key[found] == wanted]
         self.exchange_candidates[int(frame_b)] = (b[x], b[y])
 
     def exchange_points(self, positions, frame_numbers) -> int:

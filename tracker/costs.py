@@ -13,6 +13,7 @@ from scipy.spatial import cKDTree
 
 from ._threads import available_cores, thread_pool
 from .backend import gpu_available
+from .params import LINKING_DEFAULTS
 from .tables import stable_argsort
 
 GPU_GATING_MIN_POINTS = 2_000
@@ -22,7 +23,7 @@ H100 (``benchmarks/results/link_scale_h100.md``) the grid beats the host's 16-co
 from 1k points (1.6 vs 2.5 ms; 5k: 3.9 vs 5.9 ms; 50k: 12.9 vs 44.7 ms), and the 100-frame
 pipeline's link stage (~4.6k points per frame) took 2.7-2.85 s instead of 3.9 s."""
 
-DEFAULT_NO_LINK_FACTOR = 1.05
+DEFAULT_NO_LINK_FACTOR = LINKING_DEFAULTS.no_link_factor
 """"No link" cost = this factor × the largest candidate link cost (Jaqaman et al. 2008)."""
 
 

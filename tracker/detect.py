@@ -14,9 +14,10 @@ from types import ModuleType
 import numpy as np
 
 from .backend import get_array_module, to_numpy
+from .params import DETECTION_DEFAULTS
 from .tables import Table, empty_detections
 
-DEFAULT_THRESHOLD = 6.0
+DEFAULT_THRESHOLD = DETECTION_DEFAULTS.threshold
 """Default detection threshold, in units of the filter's background noise.
 
 On simulated stacks the largest noise maximum in ~10⁶ voxels sits near 6σ,

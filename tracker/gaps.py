@@ -19,11 +19,12 @@ from . import lap
 from .confidence import chosen_edge_index, link_confidence
 from .costs import gated_links_per_source
 from .motion import own_scatter_cost, predict_positions, spread_factor
+from .params import LINKING_DEFAULTS
 
-DEFAULT_MAX_GAP = 2
+DEFAULT_MAX_GAP = LINKING_DEFAULTS.max_gap
 """Missing frames a gap-closing link may bridge."""
 
-DEFAULT_GAP_PENALTY = 2.0
+DEFAULT_GAP_PENALTY = LINKING_DEFAULTS.gap_penalty
 """Extra cost per missing frame (squared standard deviations)."""
 
 GAP_CLOSING_GATE_SIGMAS = 2.795
@@ -93,7 +94,7 @@ def close_gaps(
     max_displacement_um: float,
     max_gap: int = DEFAULT_MAX_GAP,
     gap_penalty: float = DEFAULT_GAP_PENALTY,
-    no_link_factor: float = 1.05,
+    no_link_factor: float = LINKING_DEFAULTS.no_link_factor,
     solver: str = "auto",
 ) -> int:
     """Join track ends to later track starts, in place.

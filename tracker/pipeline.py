@@ -19,12 +19,13 @@ from .detect import detect_spots
 from .gaps import DEFAULT_GAP_PENALTY, DEFAULT_MAX_GAP
 from .io import InputError, Stack, as_stack
 from .link import link_detections
+from .params import DETECTION_DEFAULTS, LINKING_DEFAULTS
 from .tables import Table, concat_tables, empty_detections
 
 ProgressCallback = Callable[[str, int, int], None]
 
-DEFAULT_SPOT_RADIUS_UM = 0.5
-DEFAULT_MAX_DISPLACEMENT_UM = 1.0
+DEFAULT_SPOT_RADIUS_UM = DETECTION_DEFAULTS.spot_radius_um
+DEFAULT_MAX_DISPLACEMENT_UM = LINKING_DEFAULTS.max_displacement_um
 
 
 @dataclass

@@ -1,0 +1,306 @@
+"""The parameter model: every user-facing parameter, its default, range, unit and help, written once.
+
+Two frozen dataclasses, :class:`DetectionParams` and :class:`LinkingParams`
+(LapTrack's habit: one model feeds everything). Each field carries its
+documentation in ``dataclasses.field(metadata=...)`` (see :class:`Meta`), from
+which the command line (:mod:`tracker.cli`) builds its options and the napari
+widget its form; the core functions take their keyword defaults from
+:data:`DETECTION_DEFAULTS` and :data:`LINKING_DEFAULTS`. Parameters are saved to
+and read from TOML (:func:`write_toml`, :func:`read_toml`).
+
+This module imports nothing from the rest of :mod:`tracker`, so that every
+layer can import it cheaply.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import os
+import sys
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+UM = "µm"
+
+
+@dataclass(frozen=True)
+class Meta:
+    """What a parameter means, beside its default (``dataclasses.field(metadata={"meta": Meta(...)})``).
+
+    Attributes
+    ----------
+    help : str
+        One or two sentences, shown by ``--help``, the widget's tooltip and the docs.
+    unit : str
+        ``"µm"``, ``"µm²"``, ``"voxels"`` or ``""`` (dimensionless).
+    cli : str or None
+        The command-line flag (``"--max-gap"``; booleans get ``--x/--no-x``); None: Python API only.
+    minimum, maximum : float, optional
+        Allowed range (inclusive unless ``*_open``).
+    choices : tuple of str, optional
+        Allowed values of a string parameter (None: checked where it is used, e.g. solver names).
+    optional : bool
+        None is allowed, and means "estimated from the data" or "the default of the stage".
+    per_axis : bool
+        One number, or one per axis ``Z,Y,X``.
+    """
+
+    help: str
+    unit: str = ""
+    cli: str | None = None
+    minimum: float | None = None
+    maximum: float | None = None
+    minimum_open: bool = False
+    maximum_open: bool = False
+    choices: tuple[str, ...] | None = None
+    optional: bool = False
+    per_axis: bool = False
+
+    def range_text(self) -> str:
+        """The accepted range in words, e.g. ``"> 0"`` or ``"in [0, 1]"``."""
+        if self.choices:
+            return "one of " + ", ".join(self.choices)
+        low, high = self.minimum, self.maximum
+        if low is not None and high is not None:
+            return f"in {'(' if self.minimum_open else '['}{low:g}, {high:g}{')' if self.maximum_open else ']'}"
+        if low is not None:
+            return f"{'>' if self.minimum_open else '>='} {low:g}"
+        if high is not None:
+            return f"{'<' if self.maximum_open else '<='} {high:g}"
+        return "any value"
+
+
+def _param(default: Any, **meta: Any) -> Any:
+    return field(default=default, metadata={"meta": Meta(**meta)})
+
+
+def meta(params: type | Any, name: str) -> Meta:
+    """The :class:`Meta` of field ``name`` of a parameter class (or instance)."""
+    return next(f.metadata["meta"] for f in dataclasses.fields(params) if f.name == name)
+
+
+def parameters(params: type | Any) -> Iterator[tuple[dataclasses.Field, Meta]]:
+    """Each field of a parameter class with its :class:`Meta`, in declaration order."""
+    for item in dataclasses.fields(params):
+        yield item, item.metadata["meta"]
+
+
+class _Validated:
+    """Checks every field against its :class:`Meta` on creation (a one-line ``ValueError`` naming it)."""
+
+    def __post_init__(self) -> None:
+        for item, info in parameters(self):
+            value = getattr(self, item.name)
+            if value is None:
+                if not info.optional:
+                    raise ValueError(f"{_label(item.name, info)} must be given")
+                continue
+            if info.per_axis and isinstance(value, (list, tuple)):
+                value = tuple(value)
+                object.__setattr__(self, item.name, value)
+                if len(value) not in (2, 3):
+                    raise ValueError(f"{_label(item.name, info)} must be one number or one per axis, got {value}")
+                for number in value:
+                    _check_number(item.name, info, number, item.type)
+            elif info.choices is not None:
+                if value not in info.choices:
+                    raise ValueError(f"{_label(item.name, info)} must be {info.range_text()}, got {value!r}")
+            elif _is_bool(item.type):
+                if not isinstance(value, bool):
+                    raise ValueError(f"{_label(item.name, info)} must be true or false, got {value!r}")
+            elif _is_str(item.type):
+                if not isinstance(value, str):
+                    raise ValueError(f"{_label(item.name, info)} must be a string, got {value!r}")
+            else:
+                _check_number(item.name, info, value, item.type)
+
+    def replace(self, **changes: Any):
+        """A copy with some fields changed (validated again)."""
+        return dataclasses.replace(self, **changes)
+
+    def to_dict(self) -> dict[str, Any]:
+        """Keyword arguments for the stage's function (tuples as tuples)."""
+        return {item.name: getattr(self, item.name) for item in dataclasses.fields(self)}
+
+    @classmethod
+    def from_dict(cls, values: Mapping[str, Any]):
+        """From keyword arguments (an unknown name is a ``ValueError``)."""
+        names = {item.name for item in dataclasses.fields(cls)}
+        unknown = sorted(set(values) - names)
+        if unknown:
+            raise ValueError(f"unknown {cls._section} parameter(s): {', '.join(unknown)}")
+        return cls(**dict(values))
+
+
+def _label(name: str, info: Meta) -> str:
+    return info.cli if info.cli else name
+
+
+def _is_bool(kind: Any) -> bool:
+    return kind in (bool, "bool")
+
+
+def _is_str(kind: Any) -> bool:
+    return kind in (str, "str")
+
+
+def _check_number(name: str, info: Meta, value: Any, kind: Any) -> None:
+    label = _label(name, info)
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or isinstance(value, complex):
+        try:  # numpy scalars
+            number = float(value)
+        except (TypeError, ValueError):
+            raise ValueError(f"{label} must be a number, got {value!r}") from None
+    else:
+        number = float(value)
+    if not math.isfinite(number):
+        raise ValueError(f"{label} must be a finite number, got {value!r}")
+    if "int" in str(kind) and "float" not in str(kind) and number != int(number):
+        raise ValueError(f"{label} must be a whole number, got {value!r}")
+    low, high = info.minimum, info.maximum
+    if (low is not None and (number < low or (info.minimum_open and number == low))) or (
+            high is not None and (number > high or (info.maximum_open and number == high))):
+        raise ValueError(f"{label} must be {info.range_text()}{(' ' + info.unit) if info.unit else ''}, got {value!r}")
+
+
+@dataclass(frozen=True)
+class DetectionParams(_Validated):
+    """How spots are found in every frame (:func:`tracker.detect.detect_spots`)."""
+
+    _section = "detection"
+
+    spot_radius_um: float | tuple[float, ...] = _param(
+        0.5, unit=UM, cli="--spot-radius", minimum=0, minimum_open=True, per_axis=True,
+        help="Spot radius (√3 × the PSF's Gaussian σ): one value (isotropic) or Z,Y,X for an elongated PSF.")
+    threshold: float = _param(
+        6.0, cli="--threshold", minimum=0, minimum_open=True,
+        help="Detection threshold, in units of the filter response's background noise (a signal-to-noise "
+             "ratio). On simulated stacks the largest noise maximum in ~10⁶ voxels sits near 6; spots at "
+             "SNR 4 (peak over background noise) give 6-9.")
+    device: str = _param(
+        "auto", cli="--device", choices=("auto", "cpu", "gpu"),
+        help="Where detection runs: 'auto' uses a GPU when CuPy finds one.")
+
+
+@dataclass(frozen=True)
+class LinkingParams(_Validated):
+    """How detections are linked into tracks (:func:`tracker.linking.link_detections`)."""
+
+    _section = "linking"
+
+    max_displacement_um: float = _param(
+        1.0, unit=UM, cli="--max-displacement", minimum=0, minimum_open=True,
+        help="Largest distance a particle moves between two frames (the gate), from the predicted position "
+             "when motion is predicted.")
+    motion: str = _param(
+        "persistent", cli="--motion", choices=("persistent", "none"),
+        help="'persistent': predict each particle from its last step times the persistence (estimated from "
+             "the data); 'none': nearest-neighbour linking.")
+    persistence: float | None = _param(
+        None, cli="--persistence", minimum=0, maximum=1, optional=True,
+        help="Persistence of motion, 0 (Brownian) to 1 (straight lines); estimated from the data when not given.")
+    adaptive_radius: bool = _param(
+        True, cli="--adaptive-radius",
+        help="Search each particle's candidates within 4.5 standard deviations of its expected scatter (never "
+             "beyond the maximum displacement); where particles differ in mobility, each track's own scatter, "
+             "in the radius and the costs.")
+    smoothing: bool = _param(
+        True, cli="--smoothing",
+        help="With persistent motion, link every frame pair again weighing how each candidate link continues "
+             "into the next frame (forward-backward), then exchange single detections between tracks where "
+             "that makes both more likely (about twice the linking time, fewer wrong links where paths cross).")
+    max_gap: int = _param(
+        2, cli="--max-gap", minimum=0, maximum=1000,
+        help="Close gaps of up to this many missing frames (0: off); only when the data show missed detections.")
+    gap_penalty: float = _param(
+        2.0, cli="--gap-penalty", minimum=0,
+        help="Extra cost per missing frame of a gap-closing link, in squared standard deviations of the "
+             "expected motion.")
+    no_link_factor: float = _param(
+        1.05, minimum=0, minimum_open=True,
+        help="\"No link\" cost as a multiple of the largest candidate link cost (Jaqaman et al. 2008); "
+             "with scaled costs, of the gate's.")
+    solver: str = _param(
+        "auto", cli="--solver",
+        help="Assignment solver (all exact but 'dgs', a heuristic). 'auto': the GPU auction for frames of "
+             "2k+ detections when a GPU is present, else SciPy. The Hungarian solvers build one dense matrix "
+             "per frame pair (moderate sizes). See `track solvers`.")
+
+
+DETECTION_DEFAULTS = DetectionParams()
+"""The defaults; core functions take their keyword defaults from here."""
+
+LINKING_DEFAULTS = LinkingParams()
+"""The defaults; core functions take their keyword defaults from here."""
+
+_SECTIONS = {"detection": DetectionParams, "linking": LinkingParams}
+
+
+def to_toml(*params: _Validated, extra: Mapping[str, Mapping[str, Any]] | None = None) -> str:
+    """TOML text with one table per parameter object (None values are left out: "estimated")."""
+    lines: list[str] = []
+    sections = [(p._section, p.to_dict()) for p in params] + list((extra or {}).items())
+    for section, values in sections:
+        lines.append(f"[{section}]")
+        for name, value in values.items():
+            if value is not None:
+                lines.append(f"{name} = {_toml_value(value)}")
+        lines.append("")
+    return "\n".join(lines)
+
+
+def _toml_value(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (int,)) and not isinstance(value, bool):
+        return str(int(value))
+    if isinstance(value, float):
+        return repr(float(value)) if math.isfinite(value) else ("nan" if math.isnan(value) else
+                                                               ("inf" if value > 0 else "-inf"))
+    if isinstance(value, str):
+        return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
+    if isinstance(value, (list, tuple)):
+        return "[" + ", ".join(_toml_value(v) for v in value) + "]"
+    try:  # numpy scalars
+        return _toml_value(value.item())
+    except AttributeError:
+        raise TypeError(f"cannot write {value!r} to TOML") from None
+
+
+def write_toml(path: str | os.PathLike, *params: _Validated,
+               extra: Mapping[str, Mapping[str, Any]] | None = None) -> None:
+    """Write parameter objects (and optional ``extra`` tables, e.g. ``{"tracker": {"version": ...}}``) to TOML."""
+    Path(path).write_text(to_toml(*params, extra=extra), encoding="utf-8")
+
+
+def read_toml(path: str | os.PathLike) -> tuple[DetectionParams, LinkingParams]:
+    """Parameters from a TOML file written by :func:`write_toml` (missing sections or keys: defaults).
+
+    Raises
+    ------
+    ValueError
+        One line naming the file and what is wrong (syntax, unknown names, values out of range).
+    """
+    if sys.version_info >= (3, 11):
+        import tomllib
+    else:  # pragma: no cover
+        import tomli as tomllib
+    try:
+        with open(path, "rb") as handle:
+            document = tomllib.load(handle)
+    except tomllib.TOMLDecodeError as error:
+        raise ValueError(f"{path}: not valid TOML ({error})") from None
+    result = []
+    for section, kind in _SECTIONS.items():
+        values = document.get(section, {})
+        if not isinstance(values, dict):
+            raise ValueError(f"{path}: [{section}] must be a table")
+        values = {k: tuple(v) if isinstance(v, list) else v for k, v in values.items()}
+        try:
+            result.append(kind.from_dict(values))
+        except (TypeError, ValueError) as error:
+            raise ValueError(f"{path}: {error}") from None
+    return result[0], result[1]

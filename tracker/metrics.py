@@ -24,13 +24,13 @@ import numpy as np
 from scipy.spatial import cKDTree
 
 from . import lap
-from .tables import positions_um, require_columns
+from .tables import positions_um, require_columns, spatial_axes
 
 DEFAULT_MATCH_DISTANCE_UM = 1.0
 
 
 def _visible_ground_truth(ground_truth: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
-    require_columns(ground_truth, ("track_id", "frame", "z", "y", "x"), what="ground truth")
+    require_columns(ground_truth, ("track_id", "frame", *spatial_axes(ground_truth)), what="ground truth")
     visible = np.asarray(ground_truth.get("visible", np.ones(len(ground_truth["frame"]), bool)), dtype=bool)
     return {name: np.asarray(column)[visible] for name, column in ground_truth.items()}
 
@@ -55,6 +55,9 @@ def match_points(
     point_frames = np.asarray(points["frame"])
     truth_frames = np.asarray(ground_truth["frame"])
     point_xyz, truth_xyz = positions_um(points), positions_um(ground_truth)
+    if point_xyz.shape[1] != truth_xyz.shape[1]:
+        raise ValueError(f"the points have {point_xyz.shape[1]} spatial axes but the ground truth "
+                         f"{truth_xyz.shape[1]}: compare 2D with 2D, 3D with 3D")
     out_p, out_t = [], []
     for frame in np.intersect1d(point_frames, truth_frames):
         p_index = np.flatnonzero(point_frames == frame)
@@ -97,7 +100,7 @@ def link_correctness(
         ``1`` correct, ``0`` wrong (an end unmatched, or not a ground-truth
         link), ``-1`` no link (the point starts its track).
     """
-    require_columns(tracks, ("track_id", "frame", "z", "y", "x"), what="tracks")
+    require_columns(tracks, ("track_id", "frame", *spatial_axes(tracks)), what="tracks")
     truth = _visible_ground_truth(ground_truth)
     correct, _ = _correct_links(tracks, truth, match_distance_um)
     result = np.full(len(tracks["frame"]), -1, dtype=np.int8)
@@ -165,7 +168,7 @@ def evaluate(
         link_precision, link_f1``, the same three ``_given_detections``
         (see the module docstring), ``alpha, beta, jsc, jsc_theta`` and counts.
     """
-    require_columns(tracks, ("track_id", "frame", "z", "y", "x"), what="tracks")
+    require_columns(tracks, ("track_id", "frame", *spatial_axes(tracks)), what="tracks")
     truth = _visible_ground_truth(ground_truth)
     n_points, n_truth = len(tracks["frame"]), len(truth["frame"])
     matches = match_points(tracks, truth, match_distance_um)

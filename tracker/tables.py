@@ -102,6 +102,12 @@ def empty_detections() -> Table:
     return table
 
 
+def spatial_axes(table: Mapping[str, np.ndarray]) -> tuple[str, ...]:
+    """The position columns of a table: ``("z", "y", "x")``, or ``("y", "x")`` for 2D data (no ``z`` column)."""
+    return ("z", "y", "x") if "z" in table else ("y", "x")
+
+
 def positions_um(table: Mapping[str, np.ndarray]) -> np.ndarray:
-    """``(n, 3)`` float64 array of ``z, y, x`` in micrometres."""
-    return np.column_stack([np.asarray(table[c], dtype=np.float64) for c in ("z", "y", "x")]).reshape(-1, 3)
+    """``(n, d)`` float64 array of the positions in micrometres: ``z, y, x`` (d = 3) or ``y, x`` (2D tables)."""
+    axes = spatial_axes(table)
+    return np.column_stack([np.asarray(table[c], dtype=np.float64) for c in axes]).reshape(-1, len(axes))

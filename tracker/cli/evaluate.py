@@ -11,12 +11,12 @@ from ._options import UM, user_errors
 
 
 @click.command("evaluate")
+@user_errors
 @click.argument("tracks", type=click.Path(dir_okay=False, path_type=Path))
 @click.argument("ground_truth", type=click.Path(dir_okay=False, path_type=Path))
 @click.option("--match-distance", type=float, default=1.0, show_default=True,
               help=f"Largest distance ({UM}) at which a tracked point matches a true one.")
 @click.option("--json", "as_json", is_flag=True, help="Print the metrics as JSON.")
-@user_errors
 def evaluate_command(tracks: Path, ground_truth: Path, match_distance: float, as_json: bool) -> None:
     """Compare TRACKS with GROUND_TRUTH (CSVs): detection, link and ISBI 2012 measures."""
     from ..io import read_table

@@ -11,13 +11,13 @@ from ._options import ProgressBars, model_options, parameters_path, parameters_t
 
 
 @click.command("link")
+@user_errors  # outermost: a bad --config is a user error too
 @click.argument("detections", type=click.Path(dir_okay=False, path_type=Path))
 @click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path), required=True,
               help="Tracks CSV to write; the parameters used go beside it (tracks.csv → tracks.params.toml).")
 @model_options(LinkingParams)
 @click.option("--overwrite", is_flag=True, help="Replace existing output files.")
 @verbosity_options
-@user_errors
 def link_command(detections: Path, output: Path, linking: LinkingParams, overwrite: bool, quiet: bool) -> None:
     """Link a detections table (CSV with columns frame, z, y, x in µm) into tracks."""
     import numpy as np

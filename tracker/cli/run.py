@@ -14,6 +14,7 @@ from ._options import (
 
 
 @click.command("run")
+@user_errors  # outermost: a bad --config is a user error too
 @click.argument("stack", type=click.Path(dir_okay=False, path_type=Path))
 @click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path),
               help="Tracks CSV to write [default: STACK_tracks.csv next to the stack]; the parameters used "
@@ -25,7 +26,6 @@ from ._options import (
 @model_options(DetectionParams, LinkingParams)
 @click.option("--overwrite", is_flag=True, help="Replace existing output files.")
 @verbosity_options
-@user_errors
 def run_command(stack: Path, output: Path | None, detections_path: Path | None, voxel_size, axes: str | None,
         detection: DetectionParams, linking: LinkingParams, overwrite: bool, quiet: bool) -> None:
     """Detect spots in every frame of STACK (a T,Z,Y,X TIFF) and link them into tracks.

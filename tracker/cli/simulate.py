@@ -10,6 +10,7 @@ from ._options import UM, Triple, user_errors
 
 
 @click.command("simulate")
+@user_errors
 @click.argument("output", type=click.Path(dir_okay=False, path_type=Path))
 @click.option("--ground-truth", type=click.Path(dir_okay=False, path_type=Path),
               help="Ground-truth CSV to write [default: OUTPUT_ground_truth.csv].")
@@ -30,7 +31,6 @@ from ._options import UM, Triple, user_errors
               help="Per-frame probability that a particle is invisible.")
 @click.option("--seed", type=int, default=0, show_default=True)
 @click.option("--overwrite", is_flag=True)
-@user_errors
 def simulate_command(output, ground_truth, frames, shape, voxel_size, particles, step, persistence, psf_sigma, snr,
              birth_rate, death_rate, blink, seed, overwrite):
     """Simulate particles in biased correlated motion and render them to OUTPUT (a T,Z,Y,X TIFF).

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import json
+import logging
 import re
 
+import click
 import numpy as np
 import pytest
 import tifffile
@@ -12,7 +14,9 @@ from click.testing import CliRunner
 
 from tracker import io
 from tracker.cli import main
+from tracker.cli._options import verbosity_options
 from tracker.link import link_detections
+from tracker.params import DetectionParams, LinkingParams, read_toml
 from tracker.simulate import mean_nearest_neighbour_distance
 
 RUN_OPTIONS = ["--spot-radius", "0.8,0.3,0.3", "--max-displacement", "1.2", "-q"]
@@ -202,3 +206,85 @@ def test_help_mentions_units():
     result = invoke("run", "--help")
     assert result.exit_code == 0 and "µm" in result.output
     assert invoke("solvers").exit_code == 0
+
+
+def test_run_saves_its_parameters_and_config_reproduces_the_run(simulated, tmp_path):
+    stack, _ = simulated
+    first = tmp_path / "first.csv"
+    options = ["--spot-radius", "0.8,0.3,0.3", "--max-displacement", "1.2", "--threshold", "5.5", "--max-gap", "1",
+               "--no-smoothing", "--solver", "scipy", "--device", "cpu"]
+    assert invoke("run", stack, "-o", first, "-q", *options).exit_code == 0
+    saved = tmp_path / "first.params.toml"
+    text = saved.read_text()
+    assert text.startswith("[detection]") and '[tracker]\nversion = "' in text
+    detection, linking = read_toml(saved)
+    assert detection == DetectionParams(spot_radius_um=(0.8, 0.3, 0.3), threshold=5.5, device="cpu")
+    assert linking == LinkingParams(max_displacement_um=1.2, max_gap=1, smoothing=False, solver="scipy")
+    # The saved file alone, no options: the same tracks, byte for byte, and the same parameters saved.
+    second = tmp_path / "second.csv"
+    assert invoke("run", stack, "-o", second, "-q", "--config", saved).exit_code == 0
+    assert second.read_bytes() == first.read_bytes()
+    assert (tmp_path / "second.params.toml").read_text() == text
+    # Options given on the command line win over the file; the others still come from it.
+    third = tmp_path / "third.csv"
+    assert invoke("run", stack, "-o", third, "-q", "--config", saved, "--max-gap", "0",
+                  "--smoothing").exit_code == 0
+    assert read_toml(tmp_path / "third.params.toml") == (detection, linking.replace(max_gap=0, smoothing=True))
+
+
+def test_saved_parameters_are_never_overwritten_without_overwrite(simulated, tmp_path):
+    stack, _ = simulated
+    output = tmp_path / "tracks.csv"
+    saved = tmp_path / "tracks.params.toml"
+    saved.write_text("precious")
+    result = invoke("run", stack, "-o", output, *RUN_OPTIONS)
+    assert result.exit_code == 1 and "tracks.params.toml already exists" in result.output
+    assert saved.read_text() == "precious" and not output.exists()
+    assert invoke("run", stack, "-o", output, *RUN_OPTIONS, "--overwrite").exit_code == 0
+    assert read_toml(saved)[1].max_displacement_um == 1.2
+
+
+def test_link_saves_its_parameters_and_reads_a_config(tmp_path, simulated):
+    _, truth_path = simulated
+    truth = io.read_table(truth_path)
+    detections = tmp_path / "det.csv"
+    io.write_table(detections, {k: truth[k] for k in ("frame", "z", "y", "x")})
+    assert invoke("link", detections, "-o", tmp_path / "a.csv", "--max-displacement", 1.2, "--motion", "none",
+                  "--solver", "scipy", "-q").exit_code == 0
+    text = (tmp_path / "a.params.toml").read_text()
+    assert "[linking]" in text and "[detection]" not in text and "[tracker]" in text
+    assert invoke("link", detections, "-o", tmp_path / "b.csv", "--config", tmp_path / "a.params.toml",
+                  "-q").exit_code == 0
+    assert (tmp_path / "b.csv").read_bytes() == (tmp_path / "a.csv").read_bytes()
+
+
+@pytest.mark.parametrize("content, message", [
+    ("[linking]\nmax_gap = -3\n", "--max-gap must be in [0, 1000]"),
+    ("[linking\n", "not valid TOML"),
+    ("[detection]\nspot_size = 1.0\n", "unknown detection parameter"),
+])
+def test_bad_config_is_one_line(tmp_path, simulated, content, message):
+    stack, _ = simulated
+    config = tmp_path / "bad.toml"
+    config.write_text(content)
+    result = invoke("run", stack, "-o", tmp_path / "t.csv", "--config", config)
+    assert result.exit_code == 1 and message in result.output and str(config) in result.output
+    assert result.output.strip().count("\n") == 0 and not (tmp_path / "t.csv").exists()
+
+
+def test_verbosity_sets_the_tracker_logger():
+    @click.command()
+    @verbosity_options
+    def command(quiet):
+        logging.getLogger("tracker.example").info("an info line")
+        logging.getLogger("tracker.example").warning("a warning line")
+        logging.getLogger("other").warning("not ours")
+
+    runner = CliRunner()
+    plain, verbose, quiet = (runner.invoke(command, args).output for args in ([], ["-v"], ["-q"]))
+    assert "a warning line" in plain and "an info line" not in plain
+    assert "an info line" in verbose and "a warning line" in verbose
+    assert "warning" not in quiet and "info" not in quiet
+    assert "not ours" not in plain + verbose
+    # The stderr handler lives only while a command runs; the library keeps only its NullHandler.
+    assert all(isinstance(h, logging.NullHandler) for h in logging.getLogger("tracker").handlers)

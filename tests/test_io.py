@@ -124,7 +124,7 @@ def test_table_cells_empty_spaced_and_text(tmp_path):
 def test_both_table_parsers_agree(tmp_path, content, fast):
     path = tmp_path / "t.csv"
     path.write_text(content)
-    assert (io._read_numeric_table(path, ("frame",)) is not None) == fast
+    assert (io.tables._read_numeric_table(path, ("frame",)) is not None) == fast
     table = io.read_table(path, required=("frame", "z"))
     assert list(table) == ["frame", "z", "y", "x", "link_cost"] and table["frame"].dtype == np.int64
     np.testing.assert_array_equal(table["frame"], [0, 1])

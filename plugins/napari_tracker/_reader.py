@@ -65,40 +65,12 @@ def _kind(path: Path) -> str | None:
     return "detections"
 
 
-class FrameArray:
-    """A read-only ``(T, Z, Y, X)`` array-like over :meth:`tracker.io.Stack.frame` (compressed TIFFs)."""
-
-    def __init__(self, stack):
-        self._stack = stack
-        self.shape = stack.shape
-        self.dtype = np.dtype(stack.data.dtype)
-        self.ndim = 4
-        self.size = int(np.prod(self.shape))
-
-    def __len__(self) -> int:
-        return self.shape[0]
-
-    def __getitem__(self, key):
-        key = key if isinstance(key, tuple) else (key,)
-        first, rest = key[0], key[1:]
-        if isinstance(first, (int, np.integer)):
-            return self._stack.frame(int(first))[rest] if rest else self._stack.frame(int(first))
-        frames = range(*first.indices(self.shape[0])) if isinstance(first, slice) else np.asarray(first).tolist()
-        block = np.stack([self._stack.frame(t) for t in frames]) if len(frames) else \
-            np.empty((0, *self.shape[1:]), self.dtype)
-        return block[(slice(None), *rest)] if rest else block
-
-    def __array__(self, dtype=None, copy=None):
-        array = self[:]
-        return array.astype(dtype) if dtype is not None else array
-
-
 def stack_layer_data(path: Path, voxel_size=None) -> tuple[Any, dict[str, Any], str]:
     """An Image layer tuple for a TIFF stack; scale ``(1, dz, dy, dx)`` puts the world in µm."""
     from tracker.io import read_stack
 
     stack = read_stack(path, voxel_size)
-    data = stack.data if stack._read_frame is None else FrameArray(stack)
+    data = stack.data  # a memory map, or a tracker.stack.FrameArray reading frame by frame
     kwargs = {
         "name": path.stem,
         "scale": (1.0, *stack.voxel_size),

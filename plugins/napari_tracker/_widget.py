@@ -892,15 +892,11 @@ class TrackerWidget(QWidget):
         data = image.data
 
         def source():
-            from tracker.io import Stack, as_stack, read_stack
+            from tracker.io import as_stack, read_stack
 
             if path and Path(path).is_file():
                 return read_stack(path, voxel_size)
-            if hasattr(data, "_stack"):
-                return data._stack
-            if isinstance(data, Stack):
-                return data
-            return as_stack(data, voxel_size)
+            return as_stack(data, voxel_size)  # keeps a lazy FrameArray lazy
 
         return source
 

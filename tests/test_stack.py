@@ -1,0 +1,73 @@
+"""The lazily read stack: frames on demand, array-likes kept as they are, voxel sizes checked."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from tracker.errors import InputError
+from tracker.stack import FrameArray, Stack, as_stack
+
+
+class CountingReader:
+    """``read_frame`` that remembers which frames were read."""
+
+    def __init__(self, data: np.ndarray):
+        self.data, self.reads = data, []
+
+    def __call__(self, t: int) -> np.ndarray:
+        self.reads.append(t)
+        return self.data[t]
+
+
+@pytest.fixture
+def frames(rng):
+    data = rng.integers(0, 1000, (5, 3, 8, 9), dtype=np.uint16)
+    return data, CountingReader(data)
+
+
+def test_frame_array_reads_only_what_is_indexed(frames):
+    data, reader = frames
+    lazy = FrameArray(data.shape, data.dtype, reader)
+    assert (lazy.shape, lazy.dtype, lazy.ndim, len(lazy), lazy.size) == (data.shape, data.dtype, 4, 5, data.size)
+    np.testing.assert_array_equal(lazy[2], data[2])
+    np.testing.assert_array_equal(lazy[-1, 1], data[-1, 1])
+    np.testing.assert_array_equal(lazy[1:4:2, :, 3], data[1:4:2, :, 3])
+    np.testing.assert_array_equal(lazy[[0, 3]], data[[0, 3]])
+    assert reader.reads == [2, 4, 1, 3, 0, 3]
+    np.testing.assert_array_equal(lazy[..., 2], data[..., 2])
+    np.testing.assert_array_equal(np.asarray(lazy, dtype=np.float32), data.astype(np.float32))
+    assert lazy[5:].shape == (0, 3, 8, 9)
+    with pytest.raises(IndexError):
+        lazy[5]
+
+
+def test_stack_public_api(frames):
+    data, reader = frames
+    stack = Stack(FrameArray(data.shape, data.dtype, reader), (0.4, 0.15, 0.15), notes=["assumed"])
+    assert (stack.shape, stack.n_frames, len(stack), stack.dtype) == (data.shape, 5, 5, np.dtype(np.uint16))
+    assert stack.voxel_size == (0.4, 0.15, 0.15) and stack.notes == ("assumed",) and stack.path is None
+    np.testing.assert_array_equal(stack.frame(3), data[3])
+    assert reader.reads == [3]
+    assert [f.shape for f in stack] == [(3, 8, 9)] * 5
+
+
+def test_as_stack_keeps_array_likes_lazy(frames):
+    data, reader = frames
+    lazy = FrameArray(data.shape, data.dtype, reader)
+    stack = as_stack(lazy, (1, 2, 3))
+    assert stack.data is lazy and reader.reads == [] and stack.voxel_size == (1.0, 2.0, 3.0)
+    assert as_stack(data).data is data and as_stack(data).voxel_size == (1.0, 1.0, 1.0)
+    assert as_stack(stack) is stack and as_stack(stack, (2, 2, 2)).data is lazy
+    assert as_stack(data.tolist()).shape == data.shape
+
+
+@pytest.mark.parametrize("voxel_size", [(1, 2), (1, 0, 1), (1, -1, 1), (1, float("nan"), 1), "abc"])
+def test_bad_voxel_size(frames, voxel_size):
+    with pytest.raises(InputError, match="voxel size"):
+        as_stack(frames[0], voxel_size)
+
+
+def test_not_4d():
+    with pytest.raises(InputError, match=r"\(T, Z, Y, X\)"):
+        as_stack(np.zeros((3, 4, 5)))

@@ -1,0 +1,38 @@
+"""The ``track`` command line: a thin layer over :mod:`tracker`, one module per verb.
+
+User errors (bad files, bad parameters) print one line and exit with code 1;
+outputs are written atomically and never replace a file without
+``--overwrite``. The options of the parameters are generated from
+:mod:`tracker.params` (:mod:`._options`); the verbs import the core only when
+they run, so ``track --help`` stays fast.
+"""
+
+from __future__ import annotations
+
+import click
+
+from .. import __version__
+from .evaluate import evaluate_command
+from .link import link_command
+from .run import run_command
+from .simulate import simulate_command
+from .solvers import solvers_command
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="track")
+def main() -> None:
+    """Track particles in 3D microscopy time-lapses.
+
+    \b
+    Typical use:
+      track run stack.tif -o tracks.csv --spot-radius 0.4 --max-displacement 1.5
+    Positions, radii and displacements are in micrometres (µm); the voxel
+    size comes from the TIFF metadata unless --voxel-size is given.
+    """
+
+
+for _command in (run_command, link_command, simulate_command, evaluate_command, solvers_command):
+    main.add_command(_command)
+
+__all__ = ["main"]

@@ -1,0 +1,5 @@
+"""``python -m tracker.cli``."""
+
+from . import main
+
+main()

@@ -1,0 +1,255 @@
+"""What the verbs share: options generated from the parameter model, ``Z,Y,X`` values, progress bars,
+logging and one-line user errors.
+
+Every option of a :mod:`tracker.params` field is built here from its :class:`tracker.params.Meta`
+(flag, type, range, default, help with unit and range), so no verb writes a parameter or a default
+by hand. Nothing heavy is imported here: ``track --help`` stays fast.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import math
+import sys
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from typing import Any
+
+import click
+from click.core import ParameterSource
+
+from .. import __version__
+from ..params import Meta, parameters, read_toml, to_toml
+from ..progress import Stage
+
+UM = "µm"
+_GIVEN = (ParameterSource.COMMANDLINE, ParameterSource.ENVIRONMENT, ParameterSource.PROMPT)
+
+
+def user_errors(command: Callable) -> Callable:
+    """Turn user errors into a one-line message and exit code 1 (no traceback)."""
+
+    @functools.wraps(command)
+    def wrapper(*args, **kwargs):
+        try:
+            return command(*args, **kwargs)
+        except (ValueError, RuntimeError, OSError) as error:  # tracker.errors.InputError is a ValueError
+            raise click.ClickException(str(error).splitlines()[0] if str(error) else type(error).__name__) from None
+
+    return wrapper
+
+
+class Triple(click.ParamType):
+    """``Z,Y,X`` (three positive numbers) or, if ``allow_single``, one number for all axes."""
+
+    name = "Z,Y,X"
+
+    def __init__(self, allow_single: bool = False):
+        self.allow_single = allow_single
+
+    def convert(self, value, param, ctx):
+        if isinstance(value, tuple):
+            return value
+        try:
+            numbers = tuple(float(v) for v in str(value).replace(" ", "").split(","))
+        except ValueError:
+            self.fail(f"{value!r} is not a comma-separated list of numbers", param, ctx)
+        if len(numbers) not in ((1, 3) if self.allow_single else (3,)):
+            self.fail(f"expected three numbers Z,Y,X, got {value!r}", param, ctx)
+        if not all(math.isfinite(v) and v > 0 for v in numbers):
+            self.fail(f"values must be positive, got {value!r}", param, ctx)
+        return numbers[0] if len(numbers) == 1 else numbers
+
+
+class LazyChoice(click.Choice):
+    """A ``click.Choice`` whose choices are listed only when needed (help, a given value).
+
+    For ``--solver``: listing the solvers imports :mod:`tracker.lap` (SciPy), which
+    ``track --help`` should not pay for.
+    """
+
+    def __init__(self, load: Callable[[], Iterable[str]]):
+        self._load = load
+        self._choices: tuple[str, ...] | None = None
+        self.case_sensitive = True
+
+    @property
+    def choices(self) -> tuple[str, ...]:  # type: ignore[override]
+        if self._choices is None:
+            self._choices = tuple(self._load())
+        return self._choices
+
+
+class ModelOption(click.Option):
+    """An option built from a :class:`tracker.params.Meta`: its help already states the range."""
+
+    def get_help_extra(self, ctx: click.Context):
+        extra = super().get_help_extra(ctx)
+        extra.pop("range", None)
+        return extra
+
+
+def _solvers() -> list[str]:
+    from ..lap import available_solvers
+
+    return available_solvers("gated")
+
+
+_TYPE_OVERRIDES: dict[str, Callable[[], click.ParamType]] = {"solver": lambda: LazyChoice(_solvers)}
+"""Option types the model cannot give: solver names are known only to the solver registry."""
+
+
+def option_help(info: Meta) -> str:
+    """The help of an option: the field's help, then its unit and range."""
+    details = []
+    if info.unit:
+        details.append(f"unit {info.unit}")
+    if info.choices is None and (info.minimum is not None or info.maximum is not None):
+        details.append(f"range {info.range_text()}")
+    return info.help + (f" ({'; '.join(details)})" if details else "")
+
+
+def _click_type(name: str, kind: str, info: Meta) -> Any:
+    if name in _TYPE_OVERRIDES:
+        return _TYPE_OVERRIDES[name]()
+    if info.per_axis:
+        return Triple(allow_single=True)
+    if info.choices is not None:
+        return click.Choice(info.choices)
+    bounds = {"min": info.minimum, "max": info.maximum, "min_open": info.minimum_open,
+              "max_open": info.maximum_open}
+    if "float" in kind:
+        return click.FloatRange(**bounds)
+    if "int" in kind:
+        return click.IntRange(**{k: (int(v) if isinstance(v, float) else v) for k, v in bounds.items()})
+    return str
+
+
+def model_option(item: Any, info: Meta) -> Callable:
+    """The click option of one parameter field (``item``: a ``dataclasses.Field`` with a flag)."""
+    kind, default = str(item.type), item.default
+    if item.type in (bool, "bool"):
+        declarations = (f"{info.cli}/--no-{info.cli[2:]}", item.name)
+        return click.option(*declarations, cls=ModelOption, default=default, show_default=True,
+                            help=option_help(info))
+    if isinstance(default, tuple):
+        default = ",".join(f"{v:g}" for v in default)
+    return click.option(info.cli, item.name, cls=ModelOption, type=_click_type(item.name, kind, info),
+                        default=default, show_default=default is not None, help=option_help(info))
+
+
+def model_options(*kinds: type) -> Callable:
+    """One option per flagged field of each parameter class, and ``--config FILE``.
+
+    The command receives one validated object per class, as the keyword named by its section
+    (``detection=DetectionParams(...)``, ``linking=LinkingParams(...)``): the values of the file
+    given by ``--config`` (a TOML written by :func:`tracker.params.write_toml`, e.g. a
+    ``*.params.toml`` saved beside an earlier output), with the options given on the command line
+    winning over the file, and the defaults for the rest.
+    """
+
+    def decorate(command: Callable) -> Callable:
+        @functools.wraps(command)
+        def wrapper(*args, **kwargs):
+            ctx = click.get_current_context()
+            config = kwargs.pop("config")
+            saved = {p._section: p for p in read_toml(config)} if config else {}
+            for kind in kinds:
+                given = {}
+                for item, info in parameters(kind):
+                    if info.cli is not None:
+                        value = kwargs.pop(item.name)
+                        if ctx.get_parameter_source(item.name) in _GIVEN:
+                            given[item.name] = value
+                kwargs[kind._section] = saved.get(kind._section, kind()).replace(**given)
+            return command(*args, **kwargs)
+
+        for kind in reversed(kinds):
+            for item, info in reversed(list(parameters(kind))):
+                if info.cli is not None:
+                    wrapper = model_option(item, info)(wrapper)
+        return click.option(
+            "--config", type=click.Path(exists=True, dir_okay=False, path_type=Path),
+            help="Parameters from a TOML file, e.g. the OUTPUT.params.toml written beside an earlier "
+                 "output; options given on the command line win over the file.")(wrapper)
+
+    return decorate
+
+
+def parameters_path(output: Path) -> Path:
+    """Where the parameters of ``output`` are saved: ``tracks.csv`` → ``tracks.params.toml``."""
+    return output.with_suffix(".params.toml")
+
+
+def parameters_text(*params: Any) -> str:
+    """The TOML saved beside an output: the parameters used and the tracker's version."""
+    return to_toml(*params, extra={"tracker": {"version": __version__}})
+
+
+class _EchoHandler(logging.Handler):
+    """Log records as lines on the current standard error (click's, so that tests capture them)."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        click.echo(self.format(record), err=True)
+
+
+def verbosity_options(command: Callable) -> Callable:
+    """``-v/--verbose`` and ``-q/--quiet``: the level of the ``tracker`` logger, shown on standard error.
+
+    The command receives ``quiet`` (no progress bars or summary either).
+    """
+
+    @click.option("-v", "--verbose", count=True, help="More messages: -v what each stage did, -vv debugging.")
+    @click.option("-q", "--quiet", is_flag=True, help="No progress bars, summary or messages, only errors.")
+    @functools.wraps(command)
+    def wrapper(*args, verbose: int, quiet: bool, **kwargs):
+        logger = logging.getLogger("tracker")
+        level = logging.ERROR if quiet else max(logging.WARNING - 10 * verbose, logging.DEBUG)
+        handler = _EchoHandler()
+        handler.setFormatter(logging.Formatter("%(levelname)s %(name)s: %(message)s" if verbose > 1
+                                               else "%(message)s"))
+        previous = logger.level
+        logger.setLevel(level)
+        logger.addHandler(handler)
+        try:
+            return command(*args, quiet=quiet, **kwargs)
+        finally:
+            logger.removeHandler(handler)
+            logger.setLevel(previous)
+
+    return wrapper
+
+
+class ProgressBars:
+    """A click progress bar per :class:`tracker.progress.Stage`, on standard error."""
+
+    def __init__(self, enabled: bool):
+        self.enabled = enabled
+        self.bar: Any = None
+        self.stage: str | None = None
+        self._done = 0
+
+    def __call__(self, stage: str, done: int, total: int) -> None:
+        if not self.enabled:
+            return
+        if stage != self.stage:
+            self.close()
+            self.stage = stage
+            label = Stage(stage).label if stage in Stage._value2member_map_ else str(stage)
+            self.bar = click.progressbar(length=total, label=f"{label:16s}", file=sys.stderr, show_pos=True)
+            self.bar.__enter__()
+            self._done = 0
+        self.bar.update(done - self._done)
+        self._done = done
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.__exit__(None, None, None)
+            self.bar = None
+
+    def __enter__(self) -> ProgressBars:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()

@@ -1,0 +1,69 @@
+"""``track run``: detect spots in every frame of a stack and link them into tracks."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import click
+
+from ..params import DetectionParams, LinkingParams
+from ._options import (
+    UM, ProgressBars, Triple, model_options, parameters_path, parameters_text, user_errors, verbosity_options,
+)
+
+
+@click.command("run")
+@user_errors  # outermost: a bad --config is a user error too
+@click.argument("stack", type=click.Path(dir_okay=False, path_type=Path))
+@click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path),
+              help="Tracks CSV to write [default: STACK_tracks.csv next to the stack]; the parameters used "
+                   "go beside it (tracks.csv → tracks.params.toml).")
+@click.option("--detections", "detections_path", type=click.Path(dir_okay=False, path_type=Path),
+              help="Also write the detections table (CSV) here.")
+@click.option("--voxel-size", type=Triple(), help=f"Voxel size Z,Y,X in {UM} (overrides the file's metadata).")
+@click.option("--axes", help="Axes of the TIFF when its metadata is ambiguous, e.g. TZYX, ZYX or TYX.")
+@model_options(DetectionParams, LinkingParams)
+@click.option("--overwrite", is_flag=True, help="Replace existing output files.")
+@verbosity_options
+def run_command(stack: Path, output: Path | None, detections_path: Path | None, voxel_size, axes: str | None,
+        detection: DetectionParams, linking: LinkingParams, overwrite: bool, quiet: bool) -> None:
+    """Detect spots in every frame of STACK (a T,Z,Y,X TIFF) and link them into tracks.
+
+    Writes a CSV with one row per tracked point: track_id, frame, z, y, x (µm),
+    intensity, quality, link_cost (µm², squared distance of the point from
+    where its link predicted it) and link_confidence (0..1; sort by it to
+    review the least certain links first). Both are NaN where a track
+    starts. The parameters used are saved beside it (OUTPUT.params.toml);
+    --config reads them back.
+    """
+    from ..io import check_writable, read_stack, write_table, write_text
+    from ..link import summary_text
+    from ..pipeline import track_stack
+
+    output = output or stack.with_name(f"{stack.stem}_tracks.csv")
+    saved = parameters_path(output)
+    for path in filter(None, (output, detections_path, saved)):
+        check_writable(path, overwrite)
+    started = time.perf_counter()
+    data = read_stack(stack, voxel_size=voxel_size, axes=axes)
+    if not quiet:
+        for note in data.notes:
+            click.echo(f"note: {note}", err=True)
+    with ProgressBars(enabled=not quiet) as progress:
+        result = track_stack(data, detection=detection, linking=linking, progress=progress)
+    tracks = {k: v for k, v in result.tracks.items() if not k.endswith("_vox")}
+    write_table(output, tracks, overwrite=overwrite)
+    if detections_path:
+        write_table(detections_path, result.detections, overwrite=overwrite)
+    write_text(saved, parameters_text(detection, linking), overwrite=overwrite)
+    if not quiet:
+        n_det = len(result.detections["frame"])
+        click.echo(
+            f"{data.n_frames} frames, {n_det} detections ({n_det / max(data.n_frames, 1):.1f}/frame), "
+            f"{result.n_tracks} tracks -> {output}\n"
+            f"time: detect {result.timings['detect']:.2f} s, link {result.timings['link']:.2f} s, "
+            f"total {time.perf_counter() - started:.2f} s",
+            err=True,
+        )
+        click.echo(summary_text(result.linking), err=True)

@@ -17,10 +17,9 @@ import click
 import numpy as np
 
 from . import __version__
-from .gaps import DEFAULT_GAP_PENALTY, DEFAULT_MAX_GAP
 from .io import InputError, read_stack, read_table, write_stack, write_table
 from .lap import available_solvers
-from .link import summary_text
+from .linking.gap_closing import DEFAULT_GAP_PENALTY, DEFAULT_MAX_GAP
 
 UM = "µm"
 
@@ -102,7 +101,7 @@ def _linking_options(command):
     """The linking options shared by ``track run`` and ``track link``.
 
     They reach the command as one ``linking`` dict of keyword arguments for
-    :func:`tracker.link.link_detections`.
+    :func:`tracker.linking.link_detections`.
     """
     options = [
         click.option("--max-displacement", type=click.FloatRange(min=0, min_open=True), default=1.0,
@@ -220,7 +219,7 @@ def run(stack, output, detections_path, voxel_size, axes, spot_radius, threshold
             f"total {time.perf_counter() - started:.2f} s",
             err=True,
         )
-        click.echo(summary_text(result.linking), err=True)
+        click.echo(str(result.linking), err=True)
 
 
 @main.command()
@@ -233,7 +232,7 @@ def run(stack, output, detections_path, voxel_size, axes, spot_radius, threshold
 @_user_errors
 def link(detections, output, linking, overwrite, quiet):
     """Link a detections table (CSV with columns frame, z, y, x in µm) into tracks."""
-    from .link import link_detections
+    from .linking import link_detections
 
     _check_output(output, overwrite)
     table = read_table(detections, required=("frame", "z", "y", "x"))
@@ -241,16 +240,15 @@ def link(detections, output, linking, overwrite, quiet):
         if not np.isfinite(table[name]).all():
             raise InputError(f"{detections}: column {name!r} has missing or non-finite values")
     progress = _Progress(enabled=not quiet)
-    summary: dict = {}
     try:
-        tracks = link_detections(table, progress=progress, summary=summary, **linking)
+        tracks, summary = link_detections(table, progress=progress, return_summary=True, **linking)
     finally:
         progress.close()
     write_table(output, tracks, overwrite=overwrite)
     if not quiet:
         n_tracks = len(np.unique(tracks["track_id"])) if len(tracks["track_id"]) else 0
         click.echo(f"{len(tracks['frame'])} points, {n_tracks} tracks -> {output}", err=True)
-        click.echo(summary_text(summary), err=True)
+        click.echo(str(summary), err=True)
 
 
 @main.command()

@@ -16,9 +16,9 @@ import numpy as np
 from .backend import resolve_device
 from .costs import DEFAULT_NO_LINK_FACTOR
 from .detect import detect_spots
-from .gaps import DEFAULT_GAP_PENALTY, DEFAULT_MAX_GAP
 from .io import InputError, Stack, as_stack
-from .link import link_detections
+from .linking import LinkSummary, link_detections
+from .linking.gap_closing import DEFAULT_GAP_PENALTY, DEFAULT_MAX_GAP
 from .params import DETECTION_DEFAULTS, LINKING_DEFAULTS
 from .tables import Table, concat_tables, empty_detections
 
@@ -37,8 +37,8 @@ class TrackingResult:
     voxel_size: tuple[float, float, float]
     timings: dict[str, float] = field(default_factory=dict)
     """Seconds spent per stage (``detect``, ``link``)."""
-    linking: dict = field(default_factory=dict)
-    """What the linker measured and decided (the ``summary`` of :func:`tracker.link.link_detections`)."""
+    linking: LinkSummary | None = None
+    """What the linker measured and decided (:func:`tracker.linking.link_detections`)."""
 
     @property
     def n_tracks(self) -> int:
@@ -115,7 +115,7 @@ def track_stack(
     motion, persistence, adaptive_radius, smoothing, max_gap, gap_penalty
         Motion prediction, per-particle search radius, forward-backward
         smoothing and gap closing; see
-        :func:`tracker.link.link_detections`.
+        :func:`tracker.linking.link_detections`.
     solver : str
         Assignment solver name, or ``"auto"``.
     device : {"auto", "cpu", "gpu"}
@@ -135,11 +135,10 @@ def track_stack(
     detections = detect_stack(stack, spot_radius_um, threshold, device=device, progress=progress)
     timings["detect"] = time.perf_counter() - start
     start = time.perf_counter()
-    linking: dict = {}
-    tracks = link_detections(
+    tracks, linking = link_detections(
         detections, max_displacement_um, no_link_factor=no_link_factor, motion=motion,
         persistence=persistence, adaptive_radius=adaptive_radius, smoothing=smoothing, max_gap=max_gap,
-        gap_penalty=gap_penalty, solver=solver, progress=progress, summary=linking,
+        gap_penalty=gap_penalty, solver=solver, progress=progress, return_summary=True,
     )
     timings["link"] = time.perf_counter() - start
     return TrackingResult(detections, tracks, stack.voxel_size, timings, linking)

@@ -12,7 +12,7 @@ from click.testing import CliRunner
 
 from tracker import io
 from tracker.cli import main
-from tracker.link import link_detections
+from tracker.linking import link_detections
 from tracker.simulate import mean_nearest_neighbour_distance
 
 RUN_OPTIONS = ["--spot-radius", "0.8,0.3,0.3", "--max-displacement", "1.2", "-q"]

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from tracker import metrics
-from tracker.linking import link_detections, linker
+from tracker.linking import link_detections, point_exchange
 from tracker.linking.point_exchange import exchange_batches, exchange_candidates, exchange_points
 from tracker.linking.track_state import FrameRanges
 from linking_cells import dense_cell, two_tracks
@@ -72,7 +72,7 @@ def test_point_exchanges_improve_crowded_persistent_linking(monkeypatch):
         with_exchanges, summary = link_detections(detections, 2.5 * step, solver="scipy", return_summary=True)
         assert summary.exchanges > 0
         with monkeypatch.context() as patch:
-            patch.setattr(linker, "exchange_points", lambda *args: 0)
+            patch.setattr(point_exchange, "exchange_points", lambda *args: 0)
             without = link_detections(detections, 2.5 * step, solver="scipy")
         gains.append(metrics.evaluate(with_exchanges, truth, 0.5 * nn)["link_f1"]
                      - metrics.evaluate(without, truth, 0.5 * nn)["link_f1"])

@@ -16,7 +16,18 @@ from .candidate_search import CandidateSearch
 from .confidence import assign
 from .motion import predict_positions
 from .prediction import Prediction
-from .track_state import TrackState
+from .track_state import FrameRanges, TrackState
+
+
+def relink_first_pair(state: TrackState, prediction: Prediction, search: CandidateSearch, frames: FrameRanges, *,
+                      no_link_cost: float, solver: str = "auto") -> bool:
+    """Relink the first frame pair backwards (:func:`relink_backwards`) where the linker predicts and the first
+    three frames are consecutive (each point of the second frame may have a next step); whether it did."""
+    if not (frames.n_pairs >= 2 and prediction.predicts() and frames.values[2] == frames.values[0] + 2):
+        return False
+    relink_backwards(state, prediction, search, frames.points(0), frames.points(1), no_link_cost=no_link_cost,
+                     solver=solver)
+    return True
 
 
 def relink_backwards(state: TrackState, prediction: Prediction, search: CandidateSearch, a: np.ndarray,

@@ -20,6 +20,7 @@ import numpy as np
 
 from .. import lap
 from ..costs import DEFAULT_NO_LINK_FACTOR, gated_links, no_link_cost
+from ..progress import ProgressCallback, Stage
 from .candidate_search import CandidateSearch
 from .confidence import chosen_edge_index, link_confidence
 from .gap_closing import DEFAULT_GAP_PENALTY
@@ -64,6 +65,32 @@ def link_frame_pair(
     # Edges are sorted by (row, col): find each chosen edge's cost.
     index = chosen_edge_index(rows, cols, chosen_rows, chosen_cols, len(target_um))
     return chosen_rows, chosen_cols, cost[index]
+
+
+def forward_pass(state: TrackState, prediction: Prediction, search: CandidateSearch, missing: MissingRate,
+                 frames: FrameRanges, *, no_link_factor: float = DEFAULT_NO_LINK_FACTOR, solver: str = "auto",
+                 max_gap: int = 0, gap_penalty: float = DEFAULT_GAP_PENALTY, keep_for_smoothing: bool = False,
+                 progress: ProgressCallback | None = None) -> None:
+    """Link every pair of consecutive frames in order (:func:`link_pair`), reporting ``progress(Stage.LINK, ...)``.
+
+    Once detections go missing (:meth:`MissingRate.detections_go_missing`), the track ends of the last ``max_gap``
+    frames compete for each pair's detections (not with plain costs, in µm²: there gap closing alone joins them).
+    Each frame's k-d tree is built in the background a pair ahead.
+    """
+    in_pair_gaps = max_gap if prediction.scaled_costs() else 0
+    if frames.n_pairs:  # (the first pair's source frame: its tree orders the first searches)
+        search.prefetch_tree(frames.points(0))
+    for k in range(frames.n_pairs):
+        if k + 2 < len(frames.values):  # the next pair's target frame
+            search.prefetch_tree(frames.points(k + 2))
+        if frames.consecutive(k):
+            gap_ends, gap_steps = track_ends_before(state, frames, k,
+                                                    in_pair_gaps if missing.detections_go_missing() else 0)
+            link_pair(state, prediction, search, missing, frames.points(k), frames.points(k + 1),
+                      no_link_factor=no_link_factor, solver=solver, gap_ends=gap_ends, gap_steps=gap_steps,
+                      gap_penalty=gap_penalty, keep_for_smoothing=keep_for_smoothing)
+        if progress is not None:
+            progress(Stage.LINK, k + 1, frames.n_pairs)
 
 
 def track_ends_before(state: TrackState, frames: FrameRanges, k: int, max_gap: int) -> tuple[np.ndarray, np.ndarray]:

@@ -19,6 +19,8 @@ from ..costs import gated_links_per_source
 from ..params import LINKING_DEFAULTS
 from .confidence import assign
 from .motion import own_scatter_cost, predict_positions, spread_factor
+from .prediction import Prediction
+from .track_state import TrackState
 
 DEFAULT_MAX_GAP = LINKING_DEFAULTS.max_gap
 """Missing frames a gap-closing link may bridge."""
@@ -83,6 +85,22 @@ def near_edge(positions: np.ndarray, index: np.ndarray, distance_um: float,
     """
     bounds = bounding_box(positions) if bounds is None else bounds
     return edge_clearance(np.take(positions, index, axis=0), bounds) < distance_um
+
+
+def close_track_gaps(state: TrackState, prediction: Prediction, *, max_gap: int = DEFAULT_MAX_GAP,
+                     gap_penalty: float = DEFAULT_GAP_PENALTY, no_link_factor: float = LINKING_DEFAULTS.no_link_factor,
+                     solver: str = "auto") -> int:
+    """:func:`close_gaps` on the tracks of ``state``, with the motion of ``prediction``; the number of gaps closed."""
+    predicts = prediction.motion != "none"
+    return close_gaps(
+        state.positions, state.frames, state.predecessor, state.link_cost, state.confidence,
+        velocity=state.velocity, has_velocity=state.has_velocity,
+        persistence=prediction.model.current_persistence() if predicts else 0.0,
+        step_variance=prediction.step_variance(),
+        residual_variance=prediction.residual_variance() if predicts else None,
+        scale=prediction.scale(state, np.arange(len(state))), max_displacement_um=prediction.gate,
+        max_gap=max_gap, gap_penalty=gap_penalty, no_link_factor=no_link_factor, solver=solver,
+    )
 
 
 def close_gaps(

@@ -37,19 +37,19 @@ import numpy as np
 
 from ..costs import DEFAULT_NO_LINK_FACTOR
 from ..params import LINKING_DEFAULTS, LinkingParams, meta
-from ..progress import ProgressCallback, Stage
+from ..progress import ProgressCallback
 from ..tables import Table, positions_um, require_columns, sort_table, take_rows
-from .backward_relink import relink_backwards
+from .backward_relink import relink_first_pair
 from .candidate_search import CandidateSearch
-from .frame_pair import link_pair, track_ends_before
+from .frame_pair import forward_pass
 from .gap_closing import (
-    DEFAULT_GAP_PENALTY, DEFAULT_MAX_GAP, GAP_CLOSING_MIN_MISSING, bounding_box, close_gaps, edge_clearance,
+    DEFAULT_GAP_PENALTY, DEFAULT_MAX_GAP, GAP_CLOSING_MIN_MISSING, bounding_box, close_track_gaps, edge_clearance,
 )
 from .missing_detections import MissingRate
 from .motion import MotionModel
-from .point_exchange import exchange_batches, exchange_points
+from .point_exchange import exchange_pass
 from .prediction import Prediction
-from .smoothing import looks_ahead, smooth_pair, smoothing_applies
+from .smoothing import smoothing_applies, smoothing_pass
 from .summary import LinkSummary
 from .track_state import FrameRanges, TrackState, tracks_in_order
 
@@ -147,14 +147,7 @@ def link_detections(
         With ``return_summary`` only.
     """
     require_columns(detections, ("frame", "z", "y", "x"), what="detections")
-    if motion not in MOTION_MODELS:
-        raise ValueError(f"motion must be one of {MOTION_MODELS}, got {motion!r}")
-    if persistence is not None and not 0.0 <= persistence <= 1.0:
-        raise ValueError(f"persistence must be in [0, 1], got {persistence}")
-    if max_gap < 0:
-        raise ValueError(f"max_gap must be >= 0, got {max_gap}")
-    if max_displacement_um <= 0 or not np.isfinite(max_displacement_um):
-        raise ValueError(f"maximum displacement must be a positive number of µm, got {max_displacement_um}")
+    _check_options(max_displacement_um, motion, persistence, max_gap)
     table = dict(detections)
     if np.any(np.diff(np.asarray(table["frame"])) < 0):  # (a stable sort of sorted frames changes nothing)
         table = sort_table(table, ["frame"])
@@ -165,75 +158,45 @@ def link_detections(
     missing = MissingRate(edge_clearance(positions, bounding_box(positions)) if len(state) else np.zeros(0))
     frames = FrameRanges.of(state.frames)
 
-    # 1. The forward pass. Track ends of the last ``max_gap`` frames compete for the detections of each frame pair
-    # (not in plain mode, whose costs are µm²: there the gap-closing pass alone joins them).
-    in_pair_gaps = max_gap if prediction.scaled_costs() else 0
-    if frames.n_pairs:  # (the first pair's source frame: its tree orders the first searches)
-        search.prefetch_tree(frames.points(0))
-    for k in range(frames.n_pairs):
-        if k + 2 < len(frames.values):  # the next pair's target frame
-            search.prefetch_tree(frames.points(k + 2))
-        if frames.consecutive(k):
-            gap_ends, gap_steps = track_ends_before(state, frames, k,
-                                                    in_pair_gaps if missing.detections_go_missing() else 0)
-            link_pair(state, prediction, search, missing, frames.points(k), frames.points(k + 1),
-                      no_link_factor=no_link_factor, solver=solver, gap_ends=gap_ends, gap_steps=gap_steps,
-                      gap_penalty=gap_penalty, keep_for_smoothing=smoothing)
-        if progress is not None:
-            progress(Stage.LINK, k + 1, frames.n_pairs)
-
-    # 2. The first pair was linked before any velocity was known: link it again backwards (not when the smoothing
-    # pass follows: it links this pair again from scratch).
+    forward_pass(state, prediction, search, missing, frames, no_link_factor=no_link_factor, solver=solver,
+                 max_gap=max_gap, gap_penalty=gap_penalty, keep_for_smoothing=smoothing, progress=progress)
     smoothing_runs = smoothing and smoothing_applies(prediction)
-    if (frames.n_pairs >= 2 and prediction.predicts() and frames.values[2] == frames.values[0] + 2
-            and not smoothing_runs):
-        relink_backwards(state, prediction, search, frames.points(0), frames.points(1),
-                         no_link_cost=missing.scaled_no_link_cost(no_link_factor), solver=solver)
-
-    # 3. Forward-backward smoothing, then point exchanges.
+    if not smoothing_runs:  # (the smoothing pass links the first pair again anyway)
+        relink_first_pair(state, prediction, search, frames, no_link_cost=missing.scaled_no_link_cost(no_link_factor),
+                          solver=solver)
     smoothed, exchanges = "off", 0
     if smoothing_runs:
-        state.start_successors()
-        lookahead = looks_ahead(state, prediction, search)
+        lookahead, candidates = smoothing_pass(state, prediction, search, frames, solver=solver, progress=progress,
+                                               no_link_cost=missing.scaled_no_link_cost(no_link_factor))
         smoothed = "look-ahead" if lookahead else "forward successor"
-        candidates = {}
-        for k in range(frames.n_pairs):
-            if frames.consecutive(k):
-                candidates[int(frames.values[k + 1])] = smooth_pair(
-                    state, prediction, search, frames.points(k), frames.points(k + 1), lookahead=lookahead,
-                    no_link_cost=missing.scaled_no_link_cost(no_link_factor), solver=solver)
-            if progress is not None:
-                progress(Stage.SMOOTH, k + 1, frames.n_pairs)
-        for done, batch in enumerate(exchange_batches(frames), 1):
-            if batch:
-                exchanges += exchange_points(state, prediction, candidates, batch)
-            if progress is not None:
-                progress(Stage.EXCHANGE, done, 3)
+        exchanges = exchange_pass(state, prediction, frames, candidates, progress)
     search.forget_kept()  # (what the forward pass kept for the smoothing pass)
-
-    # 4. Gap closing.
     closing_gaps = max_gap > 0 and missing.rate() >= GAP_CLOSING_MIN_MISSING
+    if closing_gaps:
+        close_track_gaps(state, prediction, max_gap=max_gap, gap_penalty=gap_penalty, no_link_factor=no_link_factor,
+                         solver=solver)
+
     summary = LinkSummary(
         persistence=float(prediction.model.current_persistence()) if prediction.predicts() else None,
         persistence_estimated=persistence is None, smoothing=smoothed, exchanges=exchanges,
         missing_rate=float(missing.rate()), gap_closing=closing_gaps,
     )
-    if closing_gaps:
-        predicts = motion != "none"
-        close_gaps(
-            positions, state.frames, state.predecessor, state.link_cost, state.confidence,
-            velocity=state.velocity, has_velocity=state.has_velocity,
-            persistence=prediction.model.current_persistence() if predicts else 0.0,
-            step_variance=prediction.step_variance(),
-            residual_variance=prediction.residual_variance() if predicts else None,
-            scale=prediction.scale(state, np.arange(len(state))), max_displacement_um=max_displacement_um,
-            max_gap=max_gap, gap_penalty=gap_penalty, no_link_factor=no_link_factor, solver=solver,
-        )
     _log.info("%s", summary)
-
     carried = {name: column for name, column in table.items()
                if name not in ("track_id", "link_cost", "link_confidence")}
     track_id, order = tracks_in_order(state.predecessor)
     tracks = take_rows({"track_id": track_id, **carried, "link_cost": state.link_cost,
                         "link_confidence": state.confidence}, order)
     return (tracks, summary) if return_summary else tracks
+
+
+def _check_options(max_displacement_um: float, motion: str, persistence: float | None, max_gap: int) -> None:
+    """A one-line ``ValueError`` for an option out of range."""
+    if motion not in MOTION_MODELS:
+        raise ValueError(f"motion must be one of {MOTION_MODELS}, got {motion!r}")
+    if persistence is not None and not 0.0 <= persistence <= 1.0:
+        raise ValueError(f"persistence must be in [0, 1], got {persistence}")
+    if max_gap < 0:
+        raise ValueError(f"max_gap must be >= 0, got {max_gap}")
+    if max_displacement_um <= 0 or not np.isfinite(max_displacement_um):
+        raise ValueError(f"maximum displacement must be a positive number of µm, got {max_displacement_um}")

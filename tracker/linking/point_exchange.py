@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..progress import ProgressCallback, Stage
 from .motion import predict_positions
 from .prediction import Prediction
 from .track_state import FrameRanges, TrackState
@@ -75,6 +76,19 @@ def exchange_batches(frames: FrameRanges) -> list[list[int]]:
     values = frames.values
     inner = [k for k in range(1, frames.n_pairs) if values[k + 1] == values[k] + 1 == values[k - 1] + 2]
     return [[int(values[k]) for k in inner if values[k] % 3 == offset] for offset in range(3)]
+
+
+def exchange_pass(state: TrackState, prediction: Prediction, frames: FrameRanges,
+                  candidates: dict[int, tuple[np.ndarray, np.ndarray]], progress: ProgressCallback | None = None) -> int:
+    """Make the point exchanges of ``candidates`` (by frame, from the smoothing pass) in the three batches of
+    :func:`exchange_batches`, reporting ``progress(Stage.EXCHANGE, ...)``; the number made."""
+    exchanges = 0
+    for done, batch in enumerate(exchange_batches(frames), 1):
+        if batch:
+            exchanges += exchange_points(state, prediction, candidates, batch)
+        if progress is not None:
+            progress(Stage.EXCHANGE, done, 3)
+    return exchanges
 
 
 def exchange_points(state: TrackState, prediction: Prediction, candidates: dict[int, tuple[np.ndarray, np.ndarray]],

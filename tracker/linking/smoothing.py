@@ -14,12 +14,13 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..progress import ProgressCallback, Stage
 from .candidate_search import CandidateSearch
 from .confidence import assign
 from .motion import MotionModel, own_scatter_cost
 from .point_exchange import exchange_candidates
 from .prediction import Prediction
-from .track_state import TrackState
+from .track_state import FrameRanges, TrackState
 
 SMOOTHING_MIN_PERSISTENCE = 0.2
 """The smoothing pass runs when the estimated (or given) persistence is at least this: below it the
@@ -75,6 +76,27 @@ def looks_ahead(state: TrackState, prediction: Prediction, search: CandidateSear
     """Whether the smoothing pass looks ahead: detections are sparse for the prediction
     (:data:`LOOKAHEAD_MAX_CROWDING`)."""
     return crowding(state, prediction, search) < LOOKAHEAD_MAX_CROWDING
+
+
+def smoothing_pass(state: TrackState, prediction: Prediction, search: CandidateSearch, frames: FrameRanges, *,
+                   no_link_cost: float, solver: str = "auto", progress: ProgressCallback | None = None,
+                   ) -> tuple[bool, dict[int, tuple[np.ndarray, np.ndarray]]]:
+    """Link every pair of consecutive frames once more (:func:`smooth_pair`), reporting
+    ``progress(Stage.SMOOTH, ...)``; from here on ``state.successor`` is kept.
+
+    Returns whether the pass looked ahead (:func:`looks_ahead`), and the point exchanges to try, by frame.
+    """
+    state.start_successors()
+    lookahead = looks_ahead(state, prediction, search)
+    candidates = {}
+    for k in range(frames.n_pairs):
+        if frames.consecutive(k):
+            candidates[int(frames.values[k + 1])] = smooth_pair(
+                state, prediction, search, frames.points(k), frames.points(k + 1), lookahead=lookahead,
+                no_link_cost=no_link_cost, solver=solver)
+        if progress is not None:
+            progress(Stage.SMOOTH, k + 1, frames.n_pairs)
+    return lookahead, candidates
 
 
 def smooth_pair(state: TrackState, prediction: Prediction, search: CandidateSearch, a: np.ndarray, b: np.ndarray,

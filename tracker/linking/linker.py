@@ -160,16 +160,15 @@ def link_detections(
 
     forward_pass(state, prediction, search, missing, frames, no_link_factor=no_link_factor, solver=solver,
                  max_gap=max_gap, gap_penalty=gap_penalty, keep_for_smoothing=smoothing, progress=progress)
-    smoothing_runs = smoothing and smoothing_applies(prediction)
-    if not smoothing_runs:  # (the smoothing pass links the first pair again anyway)
-        relink_first_pair(state, prediction, search, frames, no_link_cost=missing.scaled_no_link_cost(no_link_factor),
-                          solver=solver)
+    no_link_cost = missing.scaled_no_link_cost(no_link_factor)  # (the forward pass's last)
     smoothed, exchanges = "off", 0
-    if smoothing_runs:
-        lookahead, candidates = smoothing_pass(state, prediction, search, frames, solver=solver, progress=progress,
-                                               no_link_cost=missing.scaled_no_link_cost(no_link_factor))
+    if smoothing and smoothing_applies(prediction):
+        lookahead, candidates = smoothing_pass(state, prediction, search, frames, no_link_cost=no_link_cost,
+                                               solver=solver, progress=progress)
         smoothed = "look-ahead" if lookahead else "forward successor"
         exchanges = exchange_pass(state, prediction, frames, candidates, progress)
+    else:  # (the smoothing pass links the first pair again anyway)
+        relink_first_pair(state, prediction, search, frames, no_link_cost=no_link_cost, solver=solver)
     search.forget_kept()  # (what the forward pass kept for the smoothing pass)
     closing_gaps = max_gap > 0 and missing.rate() >= GAP_CLOSING_MIN_MISSING
     if closing_gaps:

@@ -4,7 +4,7 @@ The forward frame-pair pass counts, among the points away from the volume's
 edge, those that found no link into the next frame, less those whose next
 step the motion model puts outside their search radius (:class:`MissingRate`).
 What is left is missing detections (blinking, missed spots). Once they show,
-leaving a point unlinked gets cheaper (:func:`scaled_no_link_cost`), track ends
+leaving a point unlinked gets cheaper (:meth:`MissingRate.scaled_no_link_cost`), track ends
 enter the frame-pair assignments (:data:`IN_PAIR_GAPS_MIN_MISSING`) and gaps
 are closed afterwards (:data:`tracker.linking.gap_closing.GAP_CLOSING_MIN_MISSING`).
 """

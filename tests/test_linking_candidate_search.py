@@ -91,3 +91,16 @@ def test_frame_trees_are_kept_for_the_last_frames(monkeypatch):
     assert [search.frame_tree(points) for points in frames[:3]] == trees  # kept: not built again
     search.frame_tree(frames[3])  # the oldest (frame 0) goes
     assert len(built) == 4 and search.frame_tree(frames[0]) is not trees[0] and len(built) == 5
+
+
+def test_searches_left_to_the_gpu_give_the_same_links(monkeypatch):
+    # Where a GPU takes a frame's searches (no k-d tree of the frame, no kept search), the links are the same;
+    # here the searches of 100 points or more take that way on the host.
+    truth = simulate.simulate_tracks(400, 8, (12.0, 25.0, 25.0), 0.4, 0.9, blink_probability=0.05, seed=6)
+    detections = noisy_detections(truth, 0.03)
+    expected, summary = link_detections(detections, 1.2, solver="scipy", return_summary=True)
+    assert summary.smoothing == "look-ahead"
+    monkeypatch.setattr(candidate_search, "searches_on_gpu", lambda n_queries: n_queries >= 100)
+    got = link_detections(detections, 1.2, solver="scipy")
+    for name in expected:
+        np.testing.assert_array_equal(got[name], expected[name])

@@ -36,6 +36,7 @@ IN_PAIR_GAP_PENALTY_FACTOR = 2.5
 tracks in the detected-stack cells, 4x lost them in the Brownian cells)."""
 
 _NO_POINTS = np.empty(0, dtype=np.int64)
+_NO_POINTS.flags.writeable = False  # (shared: no pass writes into it)
 
 
 def link_frame_pair(

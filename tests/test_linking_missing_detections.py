@@ -7,7 +7,7 @@ import pytest
 
 from tracker import metrics
 from tracker.linking import link_detections, missing_detections
-from tracker.linking.motion import DEFAULT_GATE_SIGMAS, MotionModel, chi2_3_sf
+from tracker.linking.motion import DEFAULT_GATE_SIGMAS, MotionModel, chi2_sf
 from tracker.linking.prediction import Prediction
 from tracker.linking.track_state import TrackState
 from linking_cells import dense_cell
@@ -26,7 +26,7 @@ def test_no_link_is_cheaper_once_detections_go_missing():
 
 def test_the_missing_rate_discounts_steps_past_the_search_radius():
     # Brownian steps of per-axis variance 0.01 µm² (no velocity: one class), search radius 4.5 sigma (0.45 µm):
-    # a fraction chi2_3_sf(4.5²) of the steps leaves it, what the rate does not count as missing.
+    # a fraction chi2_sf(4.5²) of the steps leaves it, what the rate does not count as missing.
     prediction = Prediction("none", False, 0.45, MotionModel(n_steps=1000, sum_step_sq=30.0))
     state = TrackState.unlinked(np.zeros((1000, 3)), np.zeros(1000, np.int64))
     missing = missing_detections.MissingRate(np.full(1000, 10.0))
@@ -34,7 +34,7 @@ def test_the_missing_rate_discounts_steps_past_the_search_radius():
     missing.count(state, prediction, np.arange(1000), linked, prediction.model)
     assert (missing.inner_rows, missing.inner_linked) == (1000, 950)
     beyond = missing_detections.expected_beyond_radius(state, prediction, np.arange(1000), prediction.model)
-    assert missing.inner_beyond_radius == beyond == pytest.approx(1000 * chi2_3_sf(4.5**2), rel=0.1)
+    assert missing.inner_beyond_radius == beyond == pytest.approx(1000 * chi2_sf(4.5**2), rel=0.1)
     assert missing.rate() == pytest.approx(0.05 - beyond / 1000, abs=1e-15)
     # Points within one typical step (sqrt(3) sigma) of the volume's edge are not counted.
     near = missing_detections.MissingRate(np.full(1000, 0.1))

@@ -72,7 +72,7 @@ def test_dispersion_and_prior_weight_tell_one_population_from_two():
     assert 1.5 < steps.mean() / (motion.scatter_dispersion(two, steps)[0] - 1) < 4.5
     assert motion.own_scatter_prior_steps(two, steps) == motion.DEFAULT_PRIOR_STEPS
     assert motion.scatter_dispersion(one, steps, min_steps=12)[1] == 0  # none has 12 steps
-    assert motion.own_scatter_prior_steps(two[:20], steps[:20]) == motion.DEFAULT_PRIOR_STEPS  # too few
+    assert motion.own_scatter_prior_steps(two[:20], steps[:20]) == np.inf  # too few tracks: one shared scatter
     assert motion.own_scatter_prior_steps(np.zeros(100), np.ones(100)) == np.inf  # noiseless: one motion
 
 
@@ -80,7 +80,9 @@ def test_chi2_3_tail_and_truncated_variance(rng):
     from scipy.stats import chi2
 
     x = np.array([0.0, 0.5, 3.0, 9.77, 20.25, 60.0])
-    np.testing.assert_allclose(motion.chi2_3_sf(x), chi2.sf(x, 3), rtol=1e-12, atol=1e-300)
+    np.testing.assert_allclose(motion.chi2_sf(x), chi2.sf(x, 3), rtol=1e-12, atol=1e-300)
+    for ndim in (1, 2):
+        np.testing.assert_allclose(motion.chi2_sf(x, ndim), chi2.sf(x, ndim), rtol=1e-10, atol=1e-300)
     # Gaussian steps (per-axis variance 2) seen only inside a radius: the variance is recovered.
     steps = rng.normal(0.0, np.sqrt(2.0), (400_000, 3))
     for radius in (1.5, 3.0, 6.0, 50.0):
@@ -112,8 +114,8 @@ def test_tracks_adapt_to_their_own_scatter_only_when_mobility_differs(monkeypatc
     single_truth, single, step, nn = dense_cell(0.3, 0.0, n=1000, frames=10)
     weights = []  # the prior weight the linker derives from its own links, after each frame pair
 
-    def spy(ratio_sum, ratio_count):
-        weights[-1].append(motion.own_scatter_prior_steps(ratio_sum, ratio_count))
+    def spy(ratio_sum, ratio_count, ndim=3):
+        weights[-1].append(motion.own_scatter_prior_steps(ratio_sum, ratio_count, ndim))
         return weights[-1][-1]
 
     monkeypatch.setattr(track_state, "own_scatter_prior_steps", spy)

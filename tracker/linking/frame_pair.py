@@ -186,7 +186,7 @@ def _solve(state, prediction, search, a, b, model, gap_ends, gap_steps, gap_pena
     rows, cols, distance_sq = search.search(predicted, radius, a, a, b, b, keep=keep)
     if rows.size == 0:
         return _NO_POINTS, _NO_POINTS.copy(), np.empty(0), np.empty(0), np.empty(0)
-    scaled = own_scatter_cost(distance_sq, variance[rows], own[rows]) + penalty[rows]  # squared standard deviations
+    scaled = own_scatter_cost(distance_sq, variance[rows], own[rows], model.ndim) + penalty[rows]  # (squared SDs)
     plain = not prediction.scaled_costs()
     cost = distance_sq if plain else scaled
     # Scaled costs never exceed DEFAULT_GATE_SIGMAS² inside the radius (plus

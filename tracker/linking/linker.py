@@ -38,14 +38,12 @@ import numpy as np
 from ..costs import DEFAULT_NO_LINK_FACTOR
 from ..params import LINKING_DEFAULTS, LinkingParams, meta
 from ..progress import ProgressCallback
-from ..tables import Table, positions_um, require_columns, sort_table, take_rows
+from ..tables import Table, positions_um, require_columns, sort_table, spatial_axes, take_rows
 from .backward_relink import relink_first_pair
 from .candidate_search import CandidateSearch
 from .frame_pair import forward_pass
-from .gap_closing import (
-    DEFAULT_GAP_PENALTY, DEFAULT_MAX_GAP, GAP_CLOSING_MIN_MISSING, bounding_box, close_track_gaps, edge_clearance,
-)
-from .missing_detections import MissingRate
+from .gap_closing import DEFAULT_GAP_PENALTY, DEFAULT_MAX_GAP, bounding_box, close_track_gaps, edge_clearance
+from .missing_detections import MissingRate, missed_detection_evidence
 from .motion import MotionModel
 from .point_exchange import exchange_pass
 from .prediction import Prediction
@@ -78,8 +76,12 @@ def link_detections(
     Parameters
     ----------
     detections : Table
-        At least ``frame`` and ``z, y, x`` (µm); other columns are carried
-        over. Frames need not be contiguous.
+        At least ``frame`` and ``z, y, x`` (3D) or ``y, x`` (2D), in µm; other
+        columns are carried over. An axis on which every point has the same
+        coordinate (``z = 0`` in a 2D table) is ignored: the motion lives in
+        the other axes. Frame numbers need not be contiguous: when they
+        share a stride (0, 3, 6, …) one stride is one step of the motion, and
+        a frame missing from that sequence is a gap that gap closing bridges.
     max_displacement_um : float
         Gate: the largest displacement between consecutive frames (µm), from
         the predicted position when ``motion`` predicts.
@@ -105,8 +107,9 @@ def link_detections(
         motion, the population's.
     max_gap : int
         Join track ends to track starts up to this many missing frames later
-        (0: no gap closing). Gaps are closed only when the data show missing
-        detections (see :data:`tracker.linking.gap_closing.GAP_CLOSING_MIN_MISSING`).
+        (0: no gap closing). Gaps are closed only when the data show missed
+        detections: nearby (end, start) pairs in excess of the time-reversed
+        pairs chance makes (:func:`tracker.linking.missing_detections.missed_detection_evidence`).
     gap_penalty : float
         Extra cost per missing frame of a gap-closing link (squared
         standard deviations).
@@ -146,14 +149,16 @@ def link_detections(
     LinkSummary
         With ``return_summary`` only.
     """
-    require_columns(detections, ("frame", "z", "y", "x"), what="detections")
+    require_columns(detections, ("frame", *spatial_axes(detections)), what="detections")
     _check_options(max_displacement_um, motion, persistence, max_gap)
     table = dict(detections)
-    if np.any(np.diff(np.asarray(table["frame"])) < 0):  # (a stable sort of sorted frames changes nothing)
+    table["frame"] = whole_frames(table["frame"])
+    if np.any(np.diff(table["frame"]) < 0):  # (a stable sort of sorted frames changes nothing)
         table = sort_table(table, ["frame"])
-    positions = positions_um(table)
-    state = TrackState.unlinked(positions, np.asarray(table["frame"], dtype=np.int64))
-    prediction = Prediction(motion, adaptive_radius, float(max_displacement_um), MotionModel(persistence=persistence))
+    positions, ndim = motion_space(positions_um(table))
+    state = TrackState.unlinked(positions, frame_steps(np.asarray(table["frame"], dtype=np.int64)), ndim)
+    prediction = Prediction(motion, adaptive_radius, float(max_displacement_um),
+                            MotionModel(persistence=persistence, ndim=ndim))
     search = CandidateSearch(positions)
     missing = MissingRate(edge_clearance(positions, bounding_box(positions)) if len(state) else np.zeros(0))
     frames = FrameRanges.of(state.frames)
@@ -170,7 +175,8 @@ def link_detections(
     else:  # (the smoothing pass links the first pair again anyway)
         relink_first_pair(state, prediction, search, frames, no_link_cost=no_link_cost, solver=solver)
     search.forget_kept()  # (what the forward pass kept for the smoothing pass)
-    closing_gaps = max_gap > 0 and missing.rate() >= GAP_CLOSING_MIN_MISSING
+    closing_gaps = max_gap > 0 and (missing.detections_go_missing()
+                                    or missed_detection_evidence(state, prediction, missing, max_gap).worth_closing)
     if closing_gaps:
         close_track_gaps(state, prediction, max_gap=max_gap, gap_penalty=gap_penalty, no_link_factor=no_link_factor,
                          solver=solver)
@@ -187,6 +193,50 @@ def link_detections(
     tracks = take_rows({"track_id": track_id, **carried, "link_cost": state.link_cost,
                         "link_confidence": state.confidence}, order)
     return (tracks, summary) if return_summary else tracks
+
+
+def whole_frames(frames: np.ndarray) -> np.ndarray:
+    """Frame numbers as int64: integers as they are, floats only where whole (``2.0``, not ``2.5``, NaN or 1e20)."""
+    frames = np.asarray(frames)
+    if np.issubdtype(frames.dtype, np.integer):
+        return frames.astype(np.int64, copy=False)
+    try:
+        values = frames.astype(np.float64)
+    except (TypeError, ValueError):
+        raise ValueError("frame numbers must be whole numbers") from None
+    if not (np.all(np.isfinite(values)) and np.all(values == np.round(values)) and np.all(np.abs(values) < 2**53)):
+        bad = values[~(np.isfinite(values) & (values == np.round(values)) & (np.abs(values) < 2**53))][0]
+        raise ValueError(f"frame numbers must be whole numbers, got {bad}")
+    return values.astype(np.int64)
+
+
+def motion_space(positions_um: np.ndarray) -> tuple[np.ndarray, int]:
+    """The positions on the axes along which points move, as ``(n, 3)`` µm (unused axes first, at 0), and how
+    many axes that is (at least 1).
+
+    2D tables (``y, x``) and 3D tables whose ``z`` (or any axis) holds one value for every point (a 2D stack
+    saved with ``z = 0``) both link in 2D: the statistics of the motion model count the axes a particle can
+    move along (a Gaussian step in ``d`` dimensions has ``d`` degrees of freedom).
+    """
+    n, d = positions_um.shape
+    if n == 0:
+        return np.zeros((0, 3)), d
+    moving = [k for k in range(d) if positions_um[:, k].min() != positions_um[:, k].max()]
+    moving = moving or [d - 1]
+    padded = np.zeros((n, 3))
+    padded[:, 3 - len(moving):] = positions_um[:, moving]
+    return padded, len(moving)
+
+
+def frame_steps(frames: np.ndarray) -> np.ndarray:
+    """Frame numbers as steps of the motion: ``(frame - first) // stride``, the stride the greatest common
+    divisor of the differences between frames with points (0, 3, 6, … → 0, 1, 2, …; 0, 1, 2, 4 → the same
+    numbers, frame 3 a gap)."""
+    present = np.unique(frames)
+    if len(present) < 2:
+        return frames - (present[0] if len(present) else 0)
+    stride = int(np.gcd.reduce(np.diff(present)))
+    return (frames - present[0]) // stride
 
 
 def _check_options(max_displacement_um: float, motion: str, persistence: float | None, max_gap: int) -> None:

@@ -83,7 +83,7 @@ class Prediction:
 
     def edge_distance(self) -> float:
         """One typical step (µm): a track ending closer than this to the volume's edge most likely left it."""
-        return float(np.sqrt(3.0 * self.step_variance()))
+        return float(np.sqrt(self.model.ndim * self.step_variance()))
 
     def radius(self, variance: np.ndarray, own: np.ndarray) -> np.ndarray:
         """Search radius (µm) of points with class variance ``variance`` (µm²) and own scatter ``own``."""

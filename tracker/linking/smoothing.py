@@ -39,10 +39,12 @@ LOOKAHEAD_MAX_TERM = 16.0
 deviations from the prediction counts as none (a blink or the track's end), not as evidence against the link
 (9 lost 0.0005 F1 at persistence 0.9, step/NN 0.5; 16 and 25 did the same)."""
 
-NEXT_STEP_TERM_MEAN = 3.0
-"""Expected value of the smoothing pass's second cost term (a squared 3D residual in standard
-deviations: chi-square with 3 degrees of freedom). A candidate whose target has no next step pays it,
-and so does "no link", so that candidates with and without a known future compare fairly."""
+def next_step_term_mean(ndim: int) -> float:
+    """Expected value of the smoothing pass's second cost term: a squared residual in ``ndim`` dimensions in
+    standard deviations, chi-square with ``ndim`` degrees of freedom, whose mean is ``ndim``. A candidate
+    whose target has no next step pays it, and so does "no link", so that candidates with and without a
+    known future compare fairly."""
+    return float(ndim)
 
 
 def smoothing_applies(prediction: Prediction, model: MotionModel | None = None) -> bool:
@@ -106,7 +108,7 @@ def smooth_pair(state: TrackState, prediction: Prediction, search: CandidateSear
     ``state.successor`` must be kept (:meth:`TrackState.start_successors`); it is updated. The cost of
     ``a -> b`` (step ``s``) is the forward cost of :func:`tracker.linking.frame_pair.link_pair` (squared
     distance of ``b`` from ``a``'s prediction over ``a``'s variance) plus ``|w - p s|²`` over the residual
-    variance, where ``w`` is the step from ``b`` to its successor in the next frame (:data:`NEXT_STEP_TERM_MEAN`
+    variance, where ``w`` is the step from ``b`` to its successor in the next frame (:func:`next_step_term_mean`
     when ``b`` has none). Under biased correlated motion both are independent Gaussian residuals, so the sum
     is the negative log-likelihood of the step given the track's past and future. Links across missing
     frames stay as they are: ``a`` points joined to a later frame and ``b`` points joined from an earlier one
@@ -154,9 +156,9 @@ def smooth_pair(state: TrackState, prediction: Prediction, search: CandidateSear
         surprise = np.take(next_step, cols, axis=0) - p * step
         surprise *= surprise
         future = (surprise[:, 0] + surprise[:, 1] + surprise[:, 2]) / residual_variance  # (np.sum's order)
-        future = np.where(has_next[cols], future, NEXT_STEP_TERM_MEAN)
-    cost = own_scatter_cost(distance_sq, variance[rows], own[rows]) + future
-    alternative = no_link_cost + NEXT_STEP_TERM_MEAN
+        future = np.where(has_next[cols], future, next_step_term_mean(prediction.model.ndim))
+    cost = own_scatter_cost(distance_sq, variance[rows], own[rows], prediction.model.ndim) + future
+    alternative = no_link_cost + next_step_term_mean(prediction.model.ndim)
 
     # Undo the forward pass's links between a and b.
     before = state.predecessor[b]

@@ -60,23 +60,25 @@ class TrackState:
     ratio_sum: np.ndarray
     ratio_count: np.ndarray
     prior_steps: float = DEFAULT_PRIOR_STEPS
+    ndim: int = 3
     successor: np.ndarray | None = None
 
     @classmethod
-    def unlinked(cls, positions: np.ndarray, frames: np.ndarray) -> TrackState:
-        """Every point a track of its own (``positions`` ``(n, 3)`` µm, ``frames`` sorted)."""
+    def unlinked(cls, positions: np.ndarray, frames: np.ndarray, ndim: int = 3) -> TrackState:
+        """Every point a track of its own (``positions`` ``(n, 3)`` µm, zero on unused axes, ``frames`` sorted;
+        ``ndim`` the dimension of the motion)."""
         n = len(frames)
         return cls(positions, frames, predecessor=np.full(n, -1, dtype=np.int64),
                    has_successor=np.zeros(n, dtype=bool), link_cost=np.full(n, np.nan),
                    confidence=np.full(n, np.nan), velocity=np.zeros((n, 3)), has_velocity=np.zeros(n, dtype=bool),
-                   ratio_sum=np.zeros(n), ratio_count=np.zeros(n))
+                   ratio_sum=np.zeros(n), ratio_count=np.zeros(n), ndim=ndim)
 
     def __len__(self) -> int:
         return len(self.predecessor)
 
     def update_prior_steps(self, points: np.ndarray) -> None:
         """Re-estimate :attr:`prior_steps` from the tracks ending at ``points`` (a frame just linked into)."""
-        self.prior_steps = own_scatter_prior_steps(self.ratio_sum[points], self.ratio_count[points])
+        self.prior_steps = own_scatter_prior_steps(self.ratio_sum[points], self.ratio_count[points], self.ndim)
 
     def record_links(self, src, dst, residual_sq, variance, confidence, steps=1) -> None:
         """Store links ``src -> dst`` (point indices, spanning ``steps`` frames): predecessor, cost, confidence,
@@ -94,7 +96,7 @@ class TrackState:
         self.velocity[dst] = (np.take(self.positions, dst, axis=0)
                               - np.take(self.positions, src, axis=0)) / steps[:, None]
         self.has_velocity[dst] = True
-        self.ratio_sum[dst] = self.ratio_sum[src] + residual_sq / (3.0 * variance)
+        self.ratio_sum[dst] = self.ratio_sum[src] + residual_sq / (self.ndim * variance)
         self.ratio_count[dst] = self.ratio_count[src] + 1
 
     def unlink(self, points: np.ndarray) -> None:

@@ -43,7 +43,7 @@ from .backward_relink import relink_first_pair
 from .candidate_search import CandidateSearch
 from .frame_pair import forward_pass
 from .gap_closing import DEFAULT_GAP_PENALTY, DEFAULT_MAX_GAP, bounding_box, close_track_gaps, edge_clearance
-from .missing_detections import MissingRate, missed_detection_evidence
+from .missing_detections import MissingRate, missed_detection_evidence, radius_cuts_steps
 from .motion import MotionModel
 from .point_exchange import exchange_pass
 from .prediction import Prediction
@@ -160,11 +160,23 @@ def link_detections(
     prediction = Prediction(motion, adaptive_radius, float(max_displacement_um),
                             MotionModel(persistence=persistence, ndim=ndim))
     search = CandidateSearch(positions)
-    missing = MissingRate(edge_clearance(positions, bounding_box(positions)) if len(state) else np.zeros(0))
+    clearance = edge_clearance(positions, bounding_box(positions)) if len(state) else np.zeros(0)
+    missing = MissingRate(clearance)
     frames = FrameRanges.of(state.frames)
 
     forward_pass(state, prediction, search, missing, frames, no_link_factor=no_link_factor, solver=solver,
                  max_gap=max_gap, gap_penalty=gap_penalty, keep_for_smoothing=smoothing, progress=progress)
+    radius_abandoned = radius_cuts_steps(state, prediction, missing)
+    if radius_abandoned:
+        # The motion changes (diffusion, then a directed run): the radii fitted to it cut true steps off.
+        # Link again searching the whole gate, the costs still scaled by the motion model.
+        state = TrackState.unlinked(positions, state.frames, ndim)
+        prediction = Prediction(motion, False, float(max_displacement_um), MotionModel(persistence=persistence,
+                                                                                         ndim=ndim))
+        search.forget_kept()
+        missing = MissingRate(clearance)
+        forward_pass(state, prediction, search, missing, frames, no_link_factor=no_link_factor, solver=solver,
+                     max_gap=max_gap, gap_penalty=gap_penalty, keep_for_smoothing=smoothing, progress=progress)
     no_link_cost = missing.scaled_no_link_cost(no_link_factor)  # (the forward pass's last)
     smoothed, exchanges = "off", 0
     if smoothing and smoothing_applies(prediction):
@@ -184,7 +196,7 @@ def link_detections(
     summary = LinkSummary(
         persistence=float(prediction.model.current_persistence()) if prediction.predicts() else None,
         persistence_estimated=persistence is None, smoothing=smoothed, exchanges=exchanges,
-        missing_rate=float(missing.rate()), gap_closing=closing_gaps,
+        missing_rate=float(missing.rate()), gap_closing=closing_gaps, radius_abandoned=radius_abandoned,
     )
     _log.info("%s", summary)
     carried = {name: column for name, column in table.items()

@@ -236,6 +236,40 @@ def missed_detection_evidence(state: TrackState, prediction: Prediction, missing
     return MissedDetectionEvidence(causal, reverse, chance)
 
 
+CUT_OFF_EXCESS = 10.0
+"""The adaptive search radius is abandoned (:func:`radius_cuts_steps`) when the steps it cut off outnumber those
+the motion model's Gaussian tail predicts (:func:`expected_beyond_radius`) by this factor, an order of magnitude:
+the model's tail is then wrong, as when particles switch from diffusion to directed runs (issue 23's switching
+family: 549 cut-offs where the tail predicts 0.5; our own persistent cells: 0-30 where it predicts 3-7, the
+microtubule family 26 where it predicts 20)."""
+
+
+def radius_cuts_steps(state: TrackState, prediction: Prediction, missing: MissingRate) -> bool:
+    """Whether the forward pass's search radii cut off true steps far more often than the motion model predicts.
+
+    A step cut off by the radius ends a track at ``f`` and starts another at ``f + 1`` close by (within the
+    gate); chance makes as many time-reversed pairs (a start at ``f``, an end at ``f + 1``), and the model's own
+    tail some more. The excess over both, among points away from the edge, must be significant
+    (:data:`EVIDENCE_P_VALUE`) and outnumber the model's expectation of steps beyond the radius
+    (:data:`CUT_OFF_EXCESS`).
+    """
+    n = len(state)
+    if n == 0 or not prediction.adaptive_radius:
+        return False
+    frames = state.frames
+    inner = missing.inner(np.arange(n), prediction)
+    ends = np.flatnonzero(~state.has_successor & (frames < frames[-1]) & inner)
+    starts = np.flatnonzero((state.predecessor < 0) & (frames > frames[0]) & inner)
+    if len(ends) == 0 or len(starts) == 0:
+        return False
+    track = _first_point_of_track(state.predecessor)
+    cut = _close_pairs(state, track, ends, starts, 1, prediction.gate, 0.0)
+    # Expected without a wrong tail: chance pairs, and the steps the model's own tail puts past the radius.
+    expected = _close_pairs(state, track, starts, ends, 1, prediction.gate, 0.0) + missing.inner_beyond_radius
+    significant = cut > 0 and poisson.sf(cut - 1, max(expected, 1e-12)) <= EVIDENCE_P_VALUE
+    return bool(significant and cut - expected > CUT_OFF_EXCESS * missing.inner_beyond_radius)
+
+
 def _close_pairs(state, track, early, late, dt, radius, empty_radius) -> int:
     """Pairs (an ``early`` point at frame ``f``, a ``late`` one at ``f + dt``) of different tracks within
     ``radius`` (µm), with no detection within ``empty_radius`` of their midpoint in the frames between."""

@@ -27,6 +27,10 @@ class LinkSummary:
         past the search radius (:class:`tracker.linking.missing_detections.MissingRate`).
     gap_closing : bool
         Whether gaps were closed (:mod:`tracker.linking.gap_closing`).
+    radius_abandoned : bool
+        Whether the adaptive search radii cut off true steps far more often than the motion model predicts
+        (motion that changes, :func:`tracker.linking.missing_detections.radius_cuts_steps`), so that the
+        frames were linked again within the whole gate.
     """
 
     persistence: float | None
@@ -35,11 +39,13 @@ class LinkSummary:
     exchanges: int
     missing_rate: float
     gap_closing: bool
+    radius_abandoned: bool = False
 
     def __str__(self) -> str:
         motion = ("no prediction" if self.persistence is None else
                   f"persistence {self.persistence:.2f} ({'estimated' if self.persistence_estimated else 'given'})")
         smoothing = self.smoothing + (f" ({self.exchanges} point exchanges)" if self.exchanges else "")
-        return (f"linking: {motion}, smoothing {smoothing}, "
+        radius = ", search radius: the gate (motion changes)" if self.radius_abandoned else ""
+        return (f"linking: {motion}{radius}, smoothing {smoothing}, "
                 f"{100 * self.missing_rate:.1f} % of points unlinked, "
                 f"gap closing {'on' if self.gap_closing else 'off'}")

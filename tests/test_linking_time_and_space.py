@@ -82,24 +82,13 @@ def test_gap_closing_wins_the_hard_2d_cell():
 
 
 def test_switching_motion_is_not_cut_off_by_the_adaptive_radius():
-    """Particles that switch from slow diffusion to fast directed runs (a receptor-like family with a strong
-    contrast): radii fitted to the diffusion would cut every run's first step off; the linker sees it in its
-    own tracks (ends followed next frame by a start close by) and searches the whole gate."""
-    import tracker.scenarios as scenarios
-
-    fast = scenarios.ScenarioMotion(0.5, (6.0, 10.0), 0.1, 0.1, 0.3, 40.0)
-    truth = _simulate_with(scenarios, fast, n_particles=300, n_frames=40, seed=3)
+    """Particles that switch from slow diffusion to fast directed runs (the ``switching`` family): radii
+    fitted to the diffusion would cut every run's first step off; the linker sees it in its own tracks (ends
+    followed next frame by a start close by) and searches the whole gate."""
+    truth = simulate_scenario("switching", 300, 40, seed=3)
     detections = degrade(truth, "exact", seed=4)
     tracks, summary = link_detections(detections, 1.5, return_summary=True)
     plain = link_detections(detections, 1.5, motion="none", adaptive_radius=False, max_gap=0)
     assert summary.radius_abandoned and "the gate" in str(summary)
     ours, theirs = (evaluate(t, truth, 0.3)["link_f1"] for t in (tracks, plain))
     assert ours > 0.985 and ours > theirs + 0.02
-
-
-def _simulate_with(scenarios, motion, **kwargs):
-    scenarios.MOTIONS["test-switching"] = motion
-    try:
-        return scenarios.simulate_scenario("test-switching", **kwargs)
-    finally:
-        del scenarios.MOTIONS["test-switching"]

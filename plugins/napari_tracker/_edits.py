@@ -169,7 +169,8 @@ class TrackEdits:
         Columns: ``track_id``, ``length`` (points), ``start``, ``end`` (frames),
         ``mean_speed`` (µm per frame: path length / frames spanned, NaN for a
         single point), ``mean_link_cost``, ``max_link_cost`` (µm², NaN
-        without links).
+        without links), ``worst_frame`` (the frame the costliest link leads
+        into; the start without links).
         """
         cached = self._cache.get("summary")
         if cached is not None:
@@ -179,9 +180,10 @@ class TrackEdits:
         frames = self._columns["frame"][rows]
         if len(rows) == 0:
             empty_f = np.empty(0)
-            result = {"track_id": np.empty(0, np.int64), "length": np.empty(0, np.int64),
-                      "start": np.empty(0, np.int64), "end": np.empty(0, np.int64),
-                      "mean_speed": empty_f, "mean_link_cost": empty_f, "max_link_cost": empty_f}
+            empty_i = np.empty(0, np.int64)
+            result = {"track_id": empty_i, "length": empty_i, "start": empty_i, "end": empty_i,
+                      "mean_speed": empty_f, "mean_link_cost": empty_f, "max_link_cost": empty_f,
+                      "worst_frame": empty_i}
             self._cache["summary"] = result
             return result
         starts = np.flatnonzero(np.r_[True, ids[1:] != ids[:-1]])
@@ -203,6 +205,8 @@ class TrackEdits:
             mean_cost = np.where(n_links > 0, total / np.maximum(n_links, 1), np.nan)
         max_cost = np.maximum.reduceat(np.where(has, cost, -np.inf), starts)
         max_cost[n_links == 0] = np.nan
+        # Within each track (contiguous in ``rows``), costliest link first; ties: the earliest frame.
+        worst = np.lexsort((-np.where(has, cost, -np.inf), ids))[starts]
         result = {
             "track_id": ids[starts],
             "length": length.astype(np.int64),
@@ -211,6 +215,7 @@ class TrackEdits:
             "mean_speed": mean_speed,
             "mean_link_cost": mean_cost,
             "max_link_cost": max_cost,
+            "worst_frame": frames[worst],
         }
         self._cache["summary"] = result
         return result

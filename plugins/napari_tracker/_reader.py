@@ -24,15 +24,24 @@ LayerData = list[tuple[Any, dict[str, Any], str]]
 
 
 def napari_get_reader(path: str | list[str]) -> Callable[[str | list[str]], LayerData] | None:
-    """Return :func:`read` if every path is a TIFF or a CSV this plugin understands, else ``None``."""
+    """A reader if this plugin can open every path, else None (napari then asks other readers).
+
+    The files are opened here (stacks lazily: a memory map or one frame at a time), so a TIFF this
+    plugin cannot track (a single 2D image, several channels, corrupt) or a CSV without the columns of a
+    tracks, ground-truth or detections table is left to other readers instead of failing later.
+    """
     paths = [path] if isinstance(path, (str, Path)) else list(path)
     if not paths or not all(_kind(Path(p)) for p in paths):
         return None
-    return read
+    try:
+        layers = read(paths)
+    except (ValueError, OSError):  # tracker.io's InputError is a ValueError
+        return None
+    return lambda _path: layers
 
 
 def read(path: str | list[str]) -> LayerData:
-    """Layer-data tuples for each path."""
+    """Layer-data tuples for each path (raises ``InputError`` for a file it cannot open)."""
     paths = [path] if isinstance(path, (str, Path)) else list(path)
     layers: LayerData = []
     for p in paths:
@@ -66,10 +75,11 @@ def _kind(path: Path) -> str | None:
 
 
 class FrameArray:
-    """A read-only ``(T, Z, Y, X)`` array-like over :meth:`tracker.io.Stack.frame` (compressed TIFFs)."""
+    """A read-only ``(T, Z, Y, X)`` array-like over :meth:`tracker.io.Stack.frame`, for a stack whose ``data``
+    cannot be indexed (a compressed TIFF, read one frame at a time)."""
 
     def __init__(self, stack):
-        self._stack = stack
+        self.stack = stack
         self.shape = stack.shape
         self.dtype = np.dtype(stack.data.dtype)
         self.ndim = 4
@@ -82,9 +92,9 @@ class FrameArray:
         key = key if isinstance(key, tuple) else (key,)
         first, rest = key[0], key[1:]
         if isinstance(first, (int, np.integer)):
-            return self._stack.frame(int(first))[rest] if rest else self._stack.frame(int(first))
+            return self.stack.frame(int(first))[rest] if rest else self.stack.frame(int(first))
         frames = range(*first.indices(self.shape[0])) if isinstance(first, slice) else np.asarray(first).tolist()
-        block = np.stack([self._stack.frame(t) for t in frames]) if len(frames) else \
+        block = np.stack([self.stack.frame(t) for t in frames]) if len(frames) else \
             np.empty((0, *self.shape[1:]), self.dtype)
         return block[(slice(None), *rest)] if rest else block
 
@@ -98,14 +108,17 @@ def stack_layer_data(path: Path, voxel_size=None) -> tuple[Any, dict[str, Any], 
     from tracker.io import read_stack
 
     stack = read_stack(path, voxel_size)
-    data = stack.data if stack._read_frame is None else FrameArray(stack)
+    data = stack.data if hasattr(stack.data, "__getitem__") else FrameArray(stack)
     kwargs = {
         "name": path.stem,
         "scale": (1.0, *stack.voxel_size),
         "colormap": "gray",
         "contrast_limits": contrast_limits(stack.frame(stack.n_frames // 2)),
         "metadata": {KIND_KEY: "stack", "path": str(path), "voxel_size": tuple(stack.voxel_size),
-                     "notes": list(stack.notes)},
+                     "notes": list(stack.notes),
+                     # read_stack's note when the file has no voxel size (then 1 µm)
+                     "voxel_size_assumed": voxel_size is None and any(n.startswith("no voxel size")
+                                                                      for n in stack.notes)},
     }
     return data, kwargs, "image"
 

@@ -188,3 +188,90 @@ def test_colour_modes(viewer, tracks_csv):
     assert layer.color_by == "colour_track"
 
 
+
+
+def test_colour_by_confidence_leaves_no_track_invisible(viewer, tracks_csv):
+    """Issue 29.5: link_confidence is NaN at track starts, and napari draws nothing where a colour value is
+    NaN; the confidence mode gives every vertex a colour (starts: their first link's; no link at all: grey)."""
+    layer = open_tracks(viewer, tracks_csv)
+    review = review_of(viewer, layer)
+    review.split_track(2, 8)  # a one-point track (frame 8): no link anywhere
+    review.set_colour_by("link confidence")
+    assert layer.color_by == "colour_confidence"
+    values = np.asarray(layer.features["colour_confidence"])
+    assert np.isfinite(values).all()
+    table = layer_table(layer)
+    single = table["track_id"] == review.selected_track
+    assert values[single] == pytest.approx([0.0])  # grey
+    assert values[~single] == pytest.approx(0.1 + 0.9 * 0.9)  # starts take their first link's 0.9
+    colours = np.asarray(layer.track_colors)
+    assert np.isfinite(colours).all() and (colours[:, 3] > 0).all()
+    np.testing.assert_allclose(colours[single, :3], [[0.5, 0.5, 0.5]], atol=0.01)
+
+
+def test_correct_and_wrong_differ_for_red_green_colour_blindness():
+    """Issue 29.5: the ground-truth colours differ along the blue-yellow axis, which red-green colour
+    blindness keeps (pure red and green would differ by ~0.03 there)."""
+    from napari_tracker._layers import colormaps
+
+    truth = colormaps()["colour_truth"]
+    wrong, correct = (truth.map(np.array([v]))[0, :3] for v in (0.5, 1.0))
+    blue_yellow = [c[2] - (c[0] + c[1]) / 2 for c in (wrong, correct)]
+    assert abs(blue_yellow[0] - blue_yellow[1]) > 0.5
+
+
+def test_jump_goes_to_the_costliest_link_and_zooms(viewer, tmp_path):
+    """Issue 29.5: the table's jump goes to the frame of the track's worst link, centred and zoomed in."""
+    from tracker.io import write_table
+
+    table = tracks_table()
+    table["link_cost"][(table["track_id"] == 0) & (table["frame"] == 3)] = 50.0  # a bad link into frame 3
+    write_table(tmp_path / "tracks.csv", table)
+    layer = open_tracks(viewer, tmp_path / "tracks.csv")
+    viewer.add_image(np.zeros((9, 4, 40, 40)), name="room")  # a scene larger than the tracks
+    review = review_of(viewer, layer)
+    assert review.edits.summary()["worst_frame"].tolist() == [3, 1, 7]  # equal costs: the first link
+    row = review.edits.point_at(0, 3)
+    viewer.reset_view()
+    zoom_all = camera(viewer).zoom
+    review.jump_to(0, frame=int(review.edits.summary()["worst_frame"][0]))
+    assert viewer.dims.point[0] == 3
+    assert review.selected_track == 0 and review.selected_row == row
+    np.testing.assert_allclose(camera(viewer).center[-2:], (2.0, 5.0))
+    assert camera(viewer).zoom > 2 * zoom_all
+
+
+def test_close_detaches_from_the_viewer(viewer, tracks_csv):
+    """Issue 29.2: a closed review leaves no mouse callback, shortcut or helper layer behind."""
+    from napari.utils.key_bindings import KeyBinding
+
+    from napari_tracker._shortcuts import SHORTCUTS
+
+    layer = open_tracks(viewer, tracks_csv)
+    callbacks = list(viewer.mouse_drag_callbacks)
+    review = review_of(viewer, layer)
+    review.select(1)
+    assert len(viewer.mouse_drag_callbacks) == len(callbacks) + 1
+    assert "selected track" in viewer.layers
+    review.close()
+    assert list(viewer.mouse_drag_callbacks) == callbacks
+    assert "selected track" not in viewer.layers and "selected point" not in viewer.layers
+    assert all(KeyBinding.from_str(key) not in viewer.keymap for key in SHORTCUTS.values())
+
+
+def test_a_new_review_continues_the_edit_history(viewer, tracks_csv):
+    """Issue 29.2: the dock closed and opened again: the new review of the layer can undo the old one's edits;
+    a layer changed by something else since starts afresh."""
+    layer = open_tracks(viewer, tracks_csv)
+    first = review_of(viewer, layer)
+    first.delete_track(1)
+    first.close()
+    second = review_of(viewer, layer)
+    assert second.edits is first.edits and second.edits.can_undo
+    assert second.undo()
+    assert len(np.unique(layer.data[:, 0])) == 3
+    second.close()
+    layer.data = layer.data[layer.data[:, 0] != 2]
+    third = review_of(viewer, layer)
+    assert third.edits is not first.edits and not third.edits.can_undo
+    assert sorted(third.edits.track_ids().tolist()) == [0, 1]

@@ -27,28 +27,32 @@ class LayerChoice(QComboBox):
         ``accept(layer) -> bool``; default: every layer of the type.
     with_none : bool
         Offer "(none)" first.
+    follow_new : bool
+        Choose a layer on offer as it is added (a stack just opened is the one to track).
     """
 
     layer_changed = Signal(object)
 
     def __init__(self, viewer, layer_type: str, accept: Callable | None = None, with_none: bool = False,
-                 parent=None):
+                 follow_new: bool = False, parent=None):
         super().__init__(parent)
         self.viewer = viewer
         self.layer_type = layer_type
         self.accept = accept or (lambda layer: True)
         self.with_none = with_none
+        self.follow_new = follow_new
         self._chosen = None
-        self._events = (viewer.layers.events.inserted, viewer.layers.events.removed, viewer.layers.events.changed)
-        for event in self._events:
-            event.connect(self.refresh)
+        self._events = ((viewer.layers.events.inserted, self._on_inserted), (viewer.layers.events.removed, self.refresh),
+                        (viewer.layers.events.changed, self.refresh))
+        for event, callback in self._events:
+            event.connect(callback)
         self.currentIndexChanged.connect(self._on_index_changed)
         self.refresh()
 
     def close_choice(self) -> None:
         """Stop following the viewer's layers."""
-        for event in self._events:
-            event.disconnect(self.refresh)
+        for event, callback in self._events:
+            event.disconnect(callback)
 
     @property
     def layer(self):
@@ -80,8 +84,13 @@ class LayerChoice(QComboBox):
             self.blockSignals(False)
         self._on_index_changed()
 
+    def _on_inserted(self, event) -> None:
+        self.refresh()
+        if self.follow_new and event.value in self.layers():
+            self.choose(event.value)
+
     def _on_index_changed(self, *args) -> None:
         layer = self.layer
-        if layer is not self._chosen:
+        if layer != self._chosen:  # == (not is): napari hands plugins a new proxy of a layer at each access
             self._chosen = layer
             self.layer_changed.emit(layer)

@@ -164,6 +164,11 @@ _EDITS_OF_LAYER: WeakKeyDictionary = WeakKeyDictionary()
 """Tracks layer -> its :class:`TrackEdits`, for as long as the layer lives."""
 
 
+def _key(layer):
+    """The layer itself: napari hands plugins short-lived proxies of it (``__wrapped__``), useless as weak keys."""
+    return getattr(layer, "__wrapped__", layer)
+
+
 def _shows(edits: TrackEdits, layer) -> bool:
     """Whether ``layer`` still shows what ``edits`` holds (nothing else changed it)."""
     table = edits.table(["track_id", "frame", "z", "y", "x"])
@@ -176,16 +181,16 @@ def _shows(edits: TrackEdits, layer) -> bool:
 def edits_of_layer(layer) -> TrackEdits:
     """The edit model of a Tracks layer: the one an earlier review left (with its undo history) if the layer
     still shows it, else a new one from the layer's data and features."""
-    edits = _EDITS_OF_LAYER.get(layer)
+    edits = _EDITS_OF_LAYER.get(_key(layer))
     if edits is None or not _shows(edits, layer):
         edits = TrackEdits(table_from_tracks_layer(layer.data, layer.features, layer.scale, layer.translate))
-        _EDITS_OF_LAYER[layer] = edits
+        _EDITS_OF_LAYER[_key(layer)] = edits
     return edits
 
 
 def was_edited(layer) -> bool:
     """Whether a review has edited ``layer`` (its edit history, undone edits included, is not empty)."""
-    edits = _EDITS_OF_LAYER.get(layer)
+    edits = _EDITS_OF_LAYER.get(_key(layer))
     return edits is not None and edits.version > 0
 
 

@@ -108,11 +108,13 @@ class ParameterForm(QWidget):
     # ---------------------------------------------------------------- values
 
     def raw_values(self) -> dict[str, Any]:
-        """What the form holds, field by field, unvalidated (None for an optional number at "auto")."""
+        """What the form holds, field by field, unvalidated (None for an optional number at "auto"; one
+        number for a per-axis value equal on every axis)."""
         values = {}
         for name, widget in self.inputs.items():
             if isinstance(widget, AxisBoxes):
-                values[name] = widget.value()
+                numbers = widget.value()
+                values[name] = numbers[0] if len(set(numbers)) == 1 else numbers  # one number: isotropic
             elif isinstance(widget, QComboBox):
                 values[name] = widget.currentText()
             elif isinstance(widget, QCheckBox):

@@ -124,11 +124,11 @@ class ReviewPanel(QGroupBox):
     # ---------------------------------------------------------------- choices
 
     def _on_tracks_changed(self, layer) -> None:
-        if layer is not self.review.layer:
+        if layer != self.review.layer:  # proxies of one layer are equal, not identical
             self.review.set_layer(layer)
 
     def _on_truth_changed(self, layer) -> None:
-        if layer is None or layer is self.review.layer:
+        if layer is None or layer == self.review.layer:
             self.review.set_ground_truth(None)
         else:
             self.review.set_ground_truth(table_from_tracks_layer(layer.data, layer.features, layer.scale,
@@ -185,7 +185,7 @@ class ReviewPanel(QGroupBox):
             self._select_table_row(review.selected_track)
         if reason in ("ground_truth", "colour", "layer"):
             self._sync_colour()
-        if reason == "layer" and review.layer is not self.tracks_choice.layer:
+        if reason == "layer" and review.layer != self.tracks_choice.layer:
             self.tracks_choice.choose(review.layer)
         parts = []
         if review.selected_track is not None:

@@ -30,5 +30,5 @@ def unbind_shortcuts(viewer, bound: dict[str, Callable]) -> None:
     from napari.utils.key_bindings import KeyBinding
 
     for key, callback in bound.items():
-        if viewer.keymap.get(KeyBinding.from_str(key)) is callback:
+        if viewer.keymap.get(KeyBinding.from_str(key)) == callback:  # == sees through napari's proxies
             viewer.bind_key(key, None)

@@ -59,7 +59,7 @@ class TrackPanel(QGroupBox):
         self.run_job.progressed.connect(self._on_progress)
         self.run_job.done.connect(self._on_done)
         layout = QFormLayout(self)
-        self.image_choice = LayerChoice(viewer, "image")
+        self.image_choice = LayerChoice(viewer, "image", follow_new=True)
         self.image_choice.layer_changed.connect(self.show_image_settings)
         self.open_button = QPushButton("Open TIFF…")
         self.open_button.clicked.connect(self._open_dialog)
@@ -70,7 +70,8 @@ class TrackPanel(QGroupBox):
         layout.addRow("Voxel size", self.voxel)
         self.detection = ParameterForm(DetectionParams)
         if not gpu_available():
-            self.detection.inputs["device"].setToolTip("No CUDA GPU found: 'auto' runs on the CPU.")
+            device = self.detection.inputs["device"]
+            device.setToolTip(device.toolTip() + "\nNo CUDA GPU found: 'auto' runs on the CPU.")
         self.linking = ParameterForm(LinkingParams, choices={"solver": available_solvers("gated")})
         layout.addRow(self.detection)
         layout.addRow(self.linking)

@@ -59,13 +59,13 @@ class TrackingRun(QObject):
             from tracker.pipeline import track_stack
 
             try:
-                return track_stack(stack_source(), progress=progress, **params)
+                return (track_stack(stack_source(), progress=progress, **params),)
             except (Cancelled, ValueError, RuntimeError, OSError, MemoryError) as error:  # InputError is a ValueError
-                return error  # reported by the widget, not raised (superqt would re-raise it)
+                return (error,)  # reported by the widget; superqt raises a returned exception, not a tuple
 
         self._worker = create_worker(work)
-        self._worker.returned.connect(self._keep)
-        self._worker.errored.connect(self._keep)
+        self._worker.returned.connect(lambda outcome: self._keep(outcome[0]))
+        self._worker.errored.connect(self._keep)  # a bug: reported like bad input, and by napari
         self._worker.finished.connect(self._on_finished)
         self._worker.start()
 

@@ -7,7 +7,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from napari_tracker._edits import squared_links
+from napari_tracker._live_tracks import squared_links
 
 ROOT = Path(__file__).resolve().parents[1]
 SAMPLE = ROOT / "sample_data" / "sample.tif"

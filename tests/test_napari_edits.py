@@ -5,7 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from napari_tracker._edits import EditError, TrackEdits, squared_links
+from napari_tracker._edits import EditError, TrackEdits
+from napari_tracker._live_tracks import squared_links
 
 hypothesis = pytest.importorskip("hypothesis")
 from hypothesis import given, settings  # noqa: E402

@@ -19,7 +19,7 @@ from napari_helpers import (  # noqa: E402
 )
 from tracker.io import read_table  # noqa: E402
 
-from napari_tracker._edits import OUTPUT_COLUMNS  # noqa: E402
+from napari_tracker._live_tracks import OUTPUT_COLUMNS  # noqa: E402
 from napari_tracker._review import TrackReview  # noqa: E402
 from napari_tracker._view import camera  # noqa: E402
 from napari_tracker._writer import write_tracks  # noqa: E402

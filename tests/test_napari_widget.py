@@ -157,7 +157,7 @@ def test_progress_labels_and_shares_come_from_the_stages(viewer):
     panel = widget.track_panel
     for stage in Stage:
         low, high = PROGRESS_SHARE[stage]
-        panel._on_progress(stage.value, 1, 2)
+        panel.show_progress(stage.value, 1, 2)
         assert panel.progress_bar.format() == f"{stage.label} 1/2"
         assert panel.progress_bar.value() == int(low + (high - low) / 2)
 

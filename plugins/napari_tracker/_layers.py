@@ -14,7 +14,8 @@ from weakref import WeakKeyDictionary
 
 import numpy as np
 
-from ._edits import OUTPUT_COLUMNS, TrackEdits, squared_links
+from ._edits import TrackEdits
+from ._live_tracks import OUTPUT_COLUMNS, squared_links
 
 KIND_KEY = "tracker_kind"
 """Layer metadata key: ``"tracks"``, ``"ground_truth"``, ``"detections"``, ``"stack"``."""

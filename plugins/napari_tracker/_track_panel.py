@@ -56,7 +56,7 @@ class TrackPanel(QGroupBox):
         self.viewer = viewer
         self._updating = False
         self.run_job = TrackingRun(self)
-        self.run_job.progressed.connect(self._on_progress)
+        self.run_job.progressed.connect(self.show_progress)
         self.run_job.done.connect(self._on_done)
         layout = QFormLayout(self)
         self.image_choice = LayerChoice(viewer, "image", follow_new=True)
@@ -192,7 +192,7 @@ class TrackPanel(QGroupBox):
             self.run_job.cancel()
             self.progress_bar.setFormat("cancelling…")
 
-    def _on_progress(self, stage: str, done: int, total: int) -> None:
+    def show_progress(self, stage: str, done: int, total: int) -> None:
         stage = Stage(stage)
         low, high = PROGRESS_SHARE[stage]
         self.progress_bar.setValue(int(low + (high - low) * (done / total if total else 1.0)))

@@ -126,7 +126,7 @@ def test_tracks_csv_round_trip_through_reader_and_writer(viewer, tracks_csv, tmp
     assert layer.data.shape == (13, 5)
     assert TRACK_FEATURES <= set(layer.features.columns)
     out = tmp_path / "out.csv"
-    written = write_tracks(str(out), layer.data, layer._get_state())
+    written = write_tracks(str(out), *layer.as_layer_data_tuple()[:2])
     assert written == [str(out)]
     original, back = read_table(tracks_csv), read_table(out)
     assert list(back) == list(OUTPUT_COLUMNS)

@@ -162,7 +162,7 @@ def test_edits_are_saved_by_the_writer(viewer, tracks_csv, tmp_path):
     review.delete_track(1)
     review.split_track(0, 3)
     out = tmp_path / "edited.csv"
-    write_tracks(str(out), layer.data, layer._get_state())
+    write_tracks(str(out), *layer.as_layer_data_tuple()[:2])
     saved = read_table(out)
     expected = review.edits.output_table()
     assert list(saved) == list(OUTPUT_COLUMNS)

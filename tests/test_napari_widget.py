@@ -307,3 +307,24 @@ def test_colour_mode_choice_and_legend(viewer, tracks_csv):
         assert layer.color_by == feature and word in panel.legend.text()
     panel.colour_combo.setCurrentText("ground truth")  # none loaded: refused, the combo goes back
     assert panel.colour_combo.currentText() == "track" and "ground truth" in panel.parent().status.text()
+
+
+def test_open_and_save_buttons_paths(viewer, tracks_csv, tmp_path):
+    """What the Open TIFF… and Save tracks… dialogs call: the stack is chosen; the saved CSV is the writer's."""
+    from tracker.io import read_table
+
+    from napari_helpers import SAMPLE
+    from napari_tracker._writer import write_tracks
+
+    widget = add_widget(viewer)
+    image = widget.track_panel.open_stack(SAMPLE)
+    assert widget.track_panel.image == image and widget.track_panel.voxel.value() == pytest.approx((0.4, 0.15, 0.15))
+    layer = open_tracks(viewer, tracks_csv)
+    panel = widget.review_panel
+    panel.tracks_choice.choose(layer)
+    widget.review.delete_track(1)
+    panel.save(tmp_path / "panel.csv")
+    assert "saved 2 tracks" in widget.status.text()
+    write_tracks(str(tmp_path / "writer.csv"), *layer.as_layer_data_tuple()[:2])
+    assert (tmp_path / "panel.csv").read_text() == (tmp_path / "writer.csv").read_text()
+    assert sorted(set(read_table(tmp_path / "panel.csv")["track_id"].tolist())) == [0, 2]

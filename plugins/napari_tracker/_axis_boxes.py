@@ -11,7 +11,7 @@ AXES = ("z", "y", "x")
 
 
 class AxisBoxes(QWidget):
-    """One decimal spin box per axis z, y, x, side by side; ``valueChanged`` when any changes."""
+    """One decimal spin box per axis z, y, x, side by side (label it "(z, y, x)"); ``valueChanged`` when any changes."""
 
     valueChanged = Signal()  # noqa: N815 (Qt naming)
 
@@ -20,12 +20,11 @@ class AxisBoxes(QWidget):
         row = QHBoxLayout(self)
         row.setContentsMargins(0, 0, 0, 0)
         self.boxes: list[QDoubleSpinBox] = []
-        for axis in AXES:
+        for _ in AXES:
             box = QDoubleSpinBox()
             box.setDecimals(decimals)
             box.setRange(minimum, maximum)
             box.setSingleStep(step)
-            box.setPrefix(f"{axis} ")
             if unit:
                 box.setSuffix(f" {unit}")
             box.valueChanged.connect(lambda *args: self.valueChanged.emit())

@@ -10,6 +10,7 @@ link_confidence``) and applies the corrections a reviewer makes:
 * :meth:`~TrackEdits.reassign_point` to another track (swapping with that
   track's point in the same frame, if it has one) or to a new track.
 
+Reading (live rows, tables, per-track summary) is :class:`~napari_tracker._live_tracks.LiveTracks`'s part.
 Rows are never physically removed: the model keeps every row of the original
 table and an ``alive`` mask, and every edit is recorded as the few cells it
 changed (``track_id``, ``alive``, ``link_cost``, ``link_confidence``), so an

@@ -35,7 +35,8 @@ POINT_SIZE_UM = 0.6
 NO_LINK = "#808080"
 CORRECT = "#56b4e9"
 WRONG = "#d55e00"
-GOOD_TO_BAD = ("#4575b4", "#91bfdb", "#ffffbf", "#fc8d59", "#d73027")
+GOOD_TO_BAD = ("#74add1", "#abd9e9", "#ffffbf", "#fdae61", "#d73027")
+"""RdYlBu from its lighter blue: the good end must show on a dark background."""
 CONFIDENCE_FLOOR = 0.1
 """Confidence c is drawn at colour value ``0.1 + 0.9 c``; below 0.1 lies the grey of links without one."""
 

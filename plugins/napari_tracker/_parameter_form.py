@@ -68,7 +68,7 @@ class ParameterForm(QWidget):
             options = meta.choices or (choices or {}).get(item.name)
             widget = self._make_input(item, meta, getattr(defaults, item.name), options)
             tooltip = f"{meta.help}\nAccepted: {meta.range_text()}{(' ' + meta.unit) if meta.unit else ''}."
-            label = QLabel(field_label(item.name))
+            label = QLabel(field_label(item.name) + (" (z, y, x)" if meta.per_axis else ""))
             label.setToolTip(tooltip)
             widget.setToolTip(tooltip)
             layout.addRow(label, widget)

@@ -67,7 +67,7 @@ class TrackPanel(QGroupBox):
         self.voxel = AxisBoxes(1e-4, UNBOUNDED, 0.01, 4, "µm")
         self.voxel.setToolTip("The stack's voxel size z, y, x, from its file; set it where the file has none.")
         self.voxel.valueChanged.connect(self._on_voxel_edited)
-        layout.addRow("Voxel size", self.voxel)
+        layout.addRow("Voxel size (z, y, x)", self.voxel)
         self.detection = ParameterForm(DetectionParams)
         if not gpu_available():
             device = self.detection.inputs["device"]

@@ -8,15 +8,13 @@ are the ``dict`` of columns of :mod:`tracker.tables`. One module per format
 :func:`write_tracks` choose the track format by the extension, or by
 ``format``:
 
-=============  ======================================  =====================
-format         extension                               module
-=============  ======================================  =====================
-``csv``        ``.csv`` (also ``.tsv``, ``.txt``)      :mod:`.tables`
-``parquet``    ``.parquet``, ``.pq``                   :mod:`.tables`
-``geff``       ``.geff``, ``.zarr`` (a folder)         :mod:`.geff`
-``trackmate``  ``.xml`` (read: by its root element)    :mod:`.trackmate`
-``isbi``       ``.isbi.xml`` (read: any ``.xml``)      :mod:`.isbi`
-=============  ======================================  =====================
+| format      | extension                              | module            |
+| ----------- | -------------------------------------- | ----------------- |
+| `csv`       | `.csv` (also `.tsv`, `.txt`)           | `tracker.io.tables`    |
+| `parquet`   | `.parquet`, `.pq`                      | `tracker.io.tables`    |
+| `geff`      | `.geff`, `.zarr` (a folder)            | `tracker.io.geff`      |
+| `trackmate` | `.xml` (read: by its root element)     | `tracker.io.trackmate` |
+| `isbi`      | `.isbi.xml` (read: any `.xml`)         | `tracker.io.isbi`      |
 """
 
 from __future__ import annotations

@@ -7,7 +7,10 @@ every format keeps every point and every link.
 
 from __future__ import annotations
 
+import os
+import xml.etree.ElementTree as ElementTree
 from collections.abc import Mapping
+from pathlib import Path
 
 import numpy as np
 
@@ -16,6 +19,17 @@ from ..tables import Table, spatial_axes, take_rows
 
 TRACK_REQUIRED = ("track_id", "frame", "y", "x")
 """Columns every tracks table has (``z`` too, unless the data are 2D)."""
+
+
+def xml_root(path: str | os.PathLike) -> ElementTree.Element:
+    """The root element of an XML file (TrackMate's, ISBI's); :class:`InputError` if missing or not XML."""
+    path = Path(path)
+    if not path.is_file():
+        raise InputError(f"{path}: no such file")
+    try:
+        return ElementTree.parse(path).getroot()
+    except ElementTree.ParseError as error:
+        raise InputError(f"{path}: not a readable XML file ({error})") from None
 
 
 def check_tracks(tracks: Mapping[str, np.ndarray], what: str = "tracks") -> Table:

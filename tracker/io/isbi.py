@@ -25,7 +25,7 @@ from ..errors import InputError
 from ..stack import check_voxel_size
 from ..tables import Table
 from ._atomic import atomic_path
-from ._graph import check_tracks, tracks_table
+from ._graph import check_tracks, tracks_table, xml_root
 
 
 def write_isbi(path: str | os.PathLike, tracks: Mapping[str, Any], overwrite: bool = False, *,
@@ -88,12 +88,7 @@ def read_isbi(path: str | os.PathLike, voxel_size: Sequence[float] | None = None
         in one frame.
     """
     path = Path(path)
-    if not path.is_file():
-        raise InputError(f"{path}: no such file")
-    try:
-        root = ElementTree.parse(path).getroot()
-    except ElementTree.ParseError as error:
-        raise InputError(f"{path}: not a readable XML file ({error})") from None
+    root = xml_root(path)
     contest = root if root.tag == "TrackContestISBI2012" else root.find("TrackContestISBI2012")
     if contest is None:
         raise InputError(f"{path}: not ISBI 2012 challenge XML (no <TrackContestISBI2012> element)")

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import math
 import os
-import xml.etree.ElementTree as ElementTree
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -32,7 +31,7 @@ from ..errors import InputError
 from ..params import DETECTION_DEFAULTS
 from ..tables import Table
 from ._atomic import atomic_path
-from ._graph import check_tracks, track_ids_from_links, track_links, tracks_table
+from ._graph import check_tracks, track_ids_from_links, track_links, tracks_table, xml_root
 
 TRACKMATE_VERSION = "7.13.2"
 """The TrackMate version the files claim to come from (the format has not changed since 7.0)."""
@@ -260,12 +259,7 @@ def read_trackmate(path: str | os.PathLike, voxel_size: Sequence[float] | None =
         Not TrackMate XML, positions in pixels without ``voxel_size``, or tracks that divide or merge.
     """
     path = Path(path)
-    if not path.is_file():
-        raise InputError(f"{path}: no such file")
-    try:
-        root = ElementTree.parse(path).getroot()
-    except ElementTree.ParseError as error:
-        raise InputError(f"{path}: not a readable XML file ({error})") from None
+    root = xml_root(path)
     model = root.find("Model")
     if root.tag != "TrackMate" or model is None or model.find("AllSpots") is None:
         raise InputError(f"{path}: not a TrackMate XML file (root element <{root.tag}>, expected <TrackMate> "

@@ -143,14 +143,8 @@ def link_detections(detections: Any, max_displacement_um: float = LINKING_DEFAUL
         Only with ``return_summary=True``.
     """
     table = as_table(detections)
-    try:  # (the linker's package after its split; tracker.link, whose summary is a dict, before)
-        from .linking import link_detections as link
-    except ImportError:
-        from .link import link_detections as link
+    from .linking import link_detections as link
 
-        summary: dict = {}
-        tracks = link(table, max_displacement_um, summary=summary, **options)
-        return (as_dataframe(tracks), summary) if return_summary else as_dataframe(tracks)
     result = link(table, max_displacement_um, return_summary=return_summary, **options)
     return (as_dataframe(result[0]), result[1]) if return_summary else as_dataframe(result)
 

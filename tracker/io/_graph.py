@@ -131,10 +131,8 @@ def _keep_given_ids(derived: np.ndarray, given: np.ndarray) -> np.ndarray:
 
 
 def _track_ids_from_predecessors(predecessor: np.ndarray) -> np.ndarray:
-    try:  # (the linker's package after its split; tracker.link before)
-        from ..linking import track_ids_from_predecessors
-    except ImportError:
-        from ..link import track_ids_from_predecessors
+    from ..linking import track_ids_from_predecessors
+
     return track_ids_from_predecessors(predecessor)
 
 

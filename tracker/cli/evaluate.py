@@ -3,29 +3,41 @@
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 
 import click
 
-from ._options import UM, user_errors
+from ._options import UM, FiniteFloatRange, user_errors
 
 
 @click.command("evaluate")
 @user_errors
 @click.argument("tracks", type=click.Path(dir_okay=False, path_type=Path))
 @click.argument("ground_truth", type=click.Path(dir_okay=False, path_type=Path))
-@click.option("--match-distance", type=float, default=1.0, show_default=True,
-              help=f"Largest distance ({UM}) at which a tracked point matches a true one.")
-@click.option("--json", "as_json", is_flag=True, help="Print the metrics as JSON.")
+@click.option("--match-distance", type=FiniteFloatRange(min=0, min_open=True), default=1.0, show_default=True,
+              help=f"Largest distance ({UM}) at which a tracked point matches a true one (range > 0).")
+@click.option("--json", "as_json", is_flag=True, help="Print the metrics as JSON (null where a measure is undefined).")
 def evaluate_command(tracks: Path, ground_truth: Path, match_distance: float, as_json: bool) -> None:
     """Compare TRACKS with GROUND_TRUTH (CSVs): detection, link and ISBI 2012 measures."""
     from ..io import read_table
     from ..metrics import evaluate as evaluate_tracks
+    from ..validation import check_detections
 
     columns = ("track_id", "frame", "z", "y", "x")
-    metrics = evaluate_tracks(read_table(tracks, columns), read_table(ground_truth, columns), match_distance)
+    tables = [check_detections(read_table(path, columns), what=str(path), drop_duplicates=False)
+              for path in (tracks, ground_truth)]
+    metrics = evaluate_tracks(*tables, match_distance)
     if as_json:
-        click.echo(json.dumps(metrics, indent=2))
+        # Strict JSON: an undefined measure (NaN, e.g. a precision without links) is null, not NaN.
+        click.echo(json.dumps({name: _json_value(value) for name, value in metrics.items()}, indent=2,
+                              allow_nan=False))
         return
     for name, value in metrics.items():
         click.echo(f"{name:24s} {value:.4f}" if isinstance(value, float) else f"{name:24s} {value}")
+
+
+def _json_value(value):
+    """``value`` for JSON: non-finite floats as None (null), NumPy scalars as Python numbers."""
+    value = value.item() if hasattr(value, "item") else value
+    return None if isinstance(value, float) and not math.isfinite(value) else value

@@ -173,3 +173,38 @@ def test_memory_helpers():
     with pytest.raises(InputError, match="^x would need about 2 KiB of memory, more than the 1 KiB this machine "
                                          "can spare: smaller$"):
         check_memory(2048, "x", "smaller", budget=1024)
+
+
+@pytest.mark.parametrize("arguments, message", [
+    ({"blink_probability": 1.5}, "--blink must be in [0, 1], got 1.5"),
+    ({"death_rate": 2.0}, "--death-rate must be in [0, 1], got 2.0"),
+    ({"birth_rate": -1.0}, "--birth-rate must be >= 0, got -1.0"),
+    ({"persistence": float("nan")}, "--persistence must be a finite number, got nan"),
+    ({"n_frames": 0}, "--frames must be >= 1, got 0"),
+    ({"n_particles": 2.5}, "--particles must be a whole number, got 2.5"),
+    ({"seed": -1}, "--seed must be >= 0, got -1"),
+    ({"field_of_view_um": (1.0, np.inf, 1.0)}, "field_of_view_um must be three non-negative numbers"),
+    ({"n_particles": 10**12}, "simulating 1000000000000 particles over 20 frames would need about"),
+])
+def test_simulation_arguments_are_checked(arguments, message):
+    from tracker.simulate import simulate_tracks
+
+    with pytest.raises(ValueError, match=re.escape(message)):
+        simulate_tracks(**arguments)
+
+
+@pytest.mark.parametrize("arguments, message", [
+    ({"snr": 0.0}, "--snr must be > 0, got 0.0"),
+    ({"shape": (1, 4, 8)}, "shape must be four positive whole numbers (T, Z, Y, X)"),
+    ({"shape": (1, 4, 8, 8.5)}, "shape must be four positive whole numbers"),
+    ({"voxel_size_um": (1e-9, 1e-9, 1e-9)}, "--psf-sigma 0.6 µm is 6e+08 voxels along z"),
+    ({"psf_sigma_um": (0.6, -1, 0.2)}, "--psf-sigma must be three positive numbers"),
+    ({"shape": (2, 2000, 2000, 2000)}, "rendering 2 frames of 2000 × 2000 × 2000 voxels would need about"),
+])
+def test_render_arguments_are_checked(arguments, message):
+    from tracker.simulate import render_stack
+
+    truth = {"frame": np.array([0]), "z": np.array([1.0]), "y": np.array([1.0]), "x": np.array([1.0])}
+    keywords = {"shape": (1, 4, 8, 8), "voxel_size_um": (0.4, 0.15, 0.15), **arguments}
+    with pytest.raises(ValueError, match=re.escape(message)):
+        render_stack(truth, **keywords)

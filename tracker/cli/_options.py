@@ -41,7 +41,7 @@ def user_errors(command: Callable) -> Callable:
     * SIGTERM and SIGHUP stop the command as SIGINT does: files being written are removed (their ``.part``
       temporaries, :func:`tracker.io.atomic_path`), one line says so, and the exit code is 128 + the signal.
     * A closed standard output (``track evaluate ... | head -1``) ends the command quietly, exit code 0.
-    * Python warnings (:class:`tracker.validation.InputWarning`) print as one line, ``warning: ...``.
+    * Warnings for users (:class:`tracker.validation.InputWarning`) print as one line, ``warning: ...``.
     """
 
     @functools.wraps(command)
@@ -98,13 +98,16 @@ def _signals_stop() -> Iterator[None]:
 
 @contextlib.contextmanager
 def _warnings_as_lines() -> Iterator[None]:
-    """Show each Python warning once as ``warning: MESSAGE`` on standard error (not Python's two lines)."""
+    """Show each warning meant for users (``UserWarning``: :class:`tracker.validation.InputWarning`, the I/O
+    libraries') as one line, ``warning: MESSAGE``, on standard error; hide the others (NumPy's
+    ``RuntimeWarning`` of a cast or an empty mean: details of the implementation, not of the input)."""
 
     def show(message, category, filename, lineno, file=None, line=None):
         click.echo(f"warning: {str(message).splitlines()[0] if str(message) else category.__name__}", err=True)
 
     with warnings.catch_warnings():
-        warnings.simplefilter("always")
+        warnings.simplefilter("ignore")
+        warnings.simplefilter("always", UserWarning)
         warnings.showwarning = show
         yield
 

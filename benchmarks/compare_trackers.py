@@ -25,7 +25,7 @@ Density is set so that the mean nearest-neighbour distance (NN) is about
 
 What each tracker is given:
 
-* ours: ``tracker.link.link_detections(detections, gate, solver="scipy")``
+* ours: ``tracker.linking.link_detections(detections, gate, solver="scipy")``
   with its defaults (motion prediction with persistence estimated from the
   data, adaptive radius, gap closing over up to 2 missing frames);
 * trackpy: ``trackpy.link(search_range=gate, link_strategy="numba",
@@ -119,7 +119,7 @@ def stack_as(stack, voxel):
 def link_with(tracker: str, detections, gate: float, step: float, blink: float):
     """Tracks table (``track_id, frame, z, y, x``) from one tracker."""
     if tracker == "ours":
-        from tracker.link import link_detections
+        from tracker.linking import link_detections
 
         return link_detections(detections, gate, solver="scipy")
     import pandas as pd
@@ -157,7 +157,7 @@ def run_one(args) -> dict:
                                             args.seed, args.source)
     gate = GATE_STEPS * step
     if args.tracker == "ours":  # imported before timing too (13 ms with PYTHONDONTWRITEBYTECODE set: compiling)
-        import tracker.link  # noqa: F401
+        import tracker.linking  # noqa: F401
     else:  # import (and for trackpy, JIT-compile) the peer before timing
         __import__({"trackpy": "trackpy", "laptrack": "laptrack"}[args.tracker])
         warm = {k: v[np.asarray(detections["frame"]) < 2][:200] for k, v in detections.items()}

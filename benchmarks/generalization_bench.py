@@ -40,6 +40,7 @@ REPORT = RESULTS / "generalization.md"
 FAMILIES = {  # name: (scenario, ndim)
     "vesicle-2d": ("vesicle", 2),
     "receptor-2d": ("receptor", 2),
+    "switching-2d": ("switching", 2),
     "microtubule-2d": ("microtubule", 2),
     "vesicle-3d": ("vesicle", 3),
     "virus-3d": ("virus", 3),

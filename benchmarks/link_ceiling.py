@@ -1,7 +1,7 @@
 """How well can frame-to-frame linking do at all? An oracle beside our linker, on the same cells.
 
 The oracle links every frame pair by the same kind of exact gated assignment as
-:func:`tracker.link.link_detections`, but every *other* link comes from the
+:func:`tracker.linking.link_detections`, but every *other* link comes from the
 ground truth: each point's velocity is its true previous displacement and each
 candidate target's next step is its true next displacement. With the costs
 
@@ -44,9 +44,10 @@ from compare_trackers import GATE_STEPS, make_cell  # noqa: E402
 
 from tracker import lap  # noqa: E402
 from tracker.costs import gated_links_per_source  # noqa: E402
-from tracker.link import SCALED_NO_LINK_COST, link_detections, track_ids_from_predecessors  # noqa: E402
+from tracker.linking import link_detections, track_ids_from_predecessors  # noqa: E402
+from tracker.linking.missing_detections import SCALED_NO_LINK_COST  # noqa: E402
+from tracker.linking.motion import DEFAULT_GATE_SIGMAS  # noqa: E402
 from tracker.metrics import evaluate  # noqa: E402
-from tracker.motion import DEFAULT_GATE_SIGMAS  # noqa: E402
 
 ORACLES = ("none", "past", "both")
 

@@ -1,4 +1,4 @@
-"""SHA-1 digests of every output column of :func:`tracker.link.link_detections` on benchmark cells.
+"""SHA-1 digests of every output column of :func:`tracker.linking.link_detections` on benchmark cells.
 
 A guard for speed work that must not change any link: record the digests before a change, check them after.
 Cells are those of ``compare_trackers.py`` (``sim`` detections, 20 frames, seed 0, gate 2.5 × step,
@@ -32,7 +32,7 @@ DEFAULT_CELLS.append("100000:0.5:0.5:0")
 
 def cell_digests(cell: str, frames: int = 20, seed: int = 0) -> tuple[dict, float]:
     """Digest of each output column of one cell ``n:ratio:persistence:blink``, and the link time (s)."""
-    from tracker.link import link_detections
+    from tracker.linking import link_detections
 
     n, ratio, persistence, blink = cell.split(":")
     _, detections, _, step = make_cell(int(n), float(ratio), float(persistence), float(blink), frames, seed, "sim")

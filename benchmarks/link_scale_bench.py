@@ -3,7 +3,7 @@
 1. ``tracker.costs.gated_links_per_source`` on one frame pair of n points (density 1 per µm³,
    per-point radii from 1 to 2 RMS steps), with the k-d tree and with the GPU grid; both return
    identical arrays (checked here too).
-2. ``tracker.link.link_detections`` (motion prediction, adaptive radius, gap closing, confidence;
+2. ``tracker.linking.link_detections`` (motion prediction, adaptive radius, gap closing, confidence;
    ``solver="auto"``) on simulated detections of n particles per frame: time, and link
    precision/recall from the simulator's track ids carried through the linker.
 
@@ -23,7 +23,7 @@ import numpy as np
 
 from tracker import costs
 from tracker.backend import gpu_available
-from tracker.link import link_detections
+from tracker.linking import link_detections
 from tracker.simulate import simulate_tracks
 
 

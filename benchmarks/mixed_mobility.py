@@ -23,7 +23,7 @@ import numpy as np
 
 from compare_trackers import GATE_STEPS, MARGIN_UM, link_with, noisy_detections
 from tracker import simulate
-from tracker.link import link_detections
+from tracker.linking import link_detections
 from tracker.metrics import evaluate
 
 CELLS = ((0.1, 0.5, 0.0), (0.1, 0.5, 0.9), (0.05, 0.3, 0.0), (0.2, 0.6, 0.5), (0.3, 0.5, 0.0))

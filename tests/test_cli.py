@@ -20,7 +20,7 @@ from click.testing import CliRunner
 from tracker import io
 from tracker.cli import main
 from tracker.cli._options import verbosity_options
-from tracker.link import link_detections
+from tracker.linking import link_detections
 from tracker.params import DetectionParams, LinkingParams, read_toml
 from tracker.simulate import mean_nearest_neighbour_distance
 

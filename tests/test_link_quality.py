@@ -7,10 +7,11 @@ import scipy.optimize
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tracker import costs, link, metrics
-from tracker.confidence import link_confidence
+from tracker import costs, metrics
+from tracker.linking import link_detections, link_frame_pair
+from tracker.linking.confidence import assign, link_confidence
 from tracker.lap import _scipy
-from test_motion import _dense_cell
+from linking_cells import dense_cell
 
 
 def _augmented_optimum(n, m, rows, cols, cost, row_un, col_un):
@@ -94,9 +95,22 @@ def test_confidence_formula():
     assert confidence[0] == np.float64(1 / (1 + np.exp(-1.0) + np.exp(-4.5)))
 
 
+def test_assign_solves_and_scores(rng):
+    n, m = 30, 25
+    rows, cols = np.nonzero(rng.random((n, m)) < 0.2)
+    cost = rng.random(rows.size) * 8
+    chosen_rows, chosen_cols, index, confidence = assign(rows, cols, cost, (n, m), 5.0, solver="scipy")
+    expected_rows, expected_cols = _scipy.solve_gated(n, m, rows, cols, cost, np.full(n, 5.0), np.full(m, 5.0))
+    np.testing.assert_array_equal(chosen_rows, expected_rows)
+    np.testing.assert_array_equal(chosen_cols, expected_cols)
+    np.testing.assert_array_equal(rows[index], chosen_rows)
+    np.testing.assert_array_equal(cols[index], chosen_cols)
+    np.testing.assert_array_equal(confidence, link_confidence(rows, cols, cost, np.full(n, 5.0), np.full(m, 5.0),
+                                                              chosen_rows, chosen_cols))
+
 def test_confidence_ranks_wrong_links_first():
-    truth, detections, step, nn = _dense_cell(0.5, 0.5, n=1500, frames=10)
-    tracks = link.link_detections(detections, 2.5 * step, solver="scipy")
+    truth, detections, step, nn = dense_cell(0.5, 0.5, n=1500, frames=10)
+    tracks = link_detections(detections, 2.5 * step, solver="scipy")
     correct = metrics.link_correctness(tracks, truth, 0.5 * nn)
     confidence = tracks["link_confidence"]
     assert np.all(np.isnan(confidence[correct == -1]))
@@ -113,16 +127,16 @@ def test_confidence_ranks_wrong_links_first():
 
 
 def test_plain_mode_is_frame_pair_linking():
-    truth, detections, step, nn = _dense_cell(0.3, 0.5, n=300, frames=6)
-    tracks = link.link_detections(detections, 2.5 * step, motion="none", adaptive_radius=False, max_gap=0,
-                                  solver="scipy")
+    truth, detections, step, nn = dense_cell(0.3, 0.5, n=300, frames=6)
+    tracks = link_detections(detections, 2.5 * step, motion="none", adaptive_radius=False, max_gap=0,
+                             solver="scipy")
     # Every link is what link_frame_pair chooses for its two frames.
     frame = np.asarray(detections["frame"])
     xyz = np.column_stack([detections[a] for a in "zyx"])
     expected = set()
     for t in range(5):
         a, b = xyz[frame == t], xyz[frame == t + 1]
-        rows, cols, _ = link.link_frame_pair(a, b, 2.5 * step, solver="scipy")
+        rows, cols, _ = link_frame_pair(a, b, 2.5 * step, solver="scipy")
         expected |= {(t, tuple(a[r]), tuple(b[c])) for r, c in zip(rows, cols)}
     txyz = np.column_stack([tracks[a] for a in "zyx"])
     same = tracks["track_id"][1:] == tracks["track_id"][:-1]
@@ -131,9 +145,9 @@ def test_plain_mode_is_frame_pair_linking():
 
 
 def test_deterministic_with_defaults():
-    truth, detections, step, nn = _dense_cell(0.4, 0.5, n=500, frames=8, blink=0.1)
-    a = link.link_detections(detections, 2.5 * step)
-    b = link.link_detections({k: v.copy() for k, v in detections.items()}, 2.5 * step)
+    truth, detections, step, nn = dense_cell(0.4, 0.5, n=500, frames=8, blink=0.1)
+    a = link_detections(detections, 2.5 * step)
+    b = link_detections({k: v.copy() for k, v in detections.items()}, 2.5 * step)
     assert list(a) == ["track_id", "frame", "z", "y", "x", "link_cost", "link_confidence"]
     for name in a:
         np.testing.assert_array_equal(a[name], b[name])

@@ -20,7 +20,7 @@ import numpy as np
 from .backend import resolve_device
 from .detect import detect_spots
 from .errors import InputError
-from .link import link_detections
+from .linking import LinkSummary, link_detections
 from .params import DETECTION_DEFAULTS, LINKING_DEFAULTS, DetectionParams, LinkingParams
 from .progress import ProgressCallback, Stage
 from .stack import Stack, as_stack
@@ -44,8 +44,8 @@ class TrackingResult:
     voxel_size: tuple[float, float, float]
     timings: dict[str, float] = field(default_factory=dict)
     """Seconds spent per stage (``detect``, ``link``)."""
-    linking: dict = field(default_factory=dict)
-    """What the linker measured and decided (the ``summary`` of :func:`tracker.link.link_detections`)."""
+    linking: LinkSummary | None = None
+    """What the linker measured and decided (:func:`tracker.linking.link_detections`)."""
 
     @property
     def n_tracks(self) -> int:
@@ -207,7 +207,7 @@ def track_stack(
     no_link_factor, motion, persistence, adaptive_radius, smoothing, max_gap, gap_penalty, solver
         "No link" cost, motion prediction, per-particle search radius,
         forward-backward smoothing, gap closing and the assignment solver; see
-        :func:`tracker.link.link_detections`.
+        :func:`tracker.linking.link_detections`.
     detection : DetectionParams, optional
         The detection keywords as one object.
     linking : LinkingParams, optional
@@ -242,7 +242,6 @@ def track_stack(
     timings["detect"] = time.perf_counter() - start
     check_gate(detections, linking.max_displacement_um)
     start = time.perf_counter()
-    summary: dict = {}
-    tracks = link_detections(detections, progress=progress, summary=summary, **linking.to_dict())
+    tracks, summary = link_detections(detections, progress=progress, return_summary=True, **linking.to_dict())
     timings["link"] = time.perf_counter() - start
     return TrackingResult(detections, tracks, stack.voxel_size, timings, summary)

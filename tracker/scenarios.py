@@ -11,6 +11,9 @@ Methods 11, 2014), each a biological situation with its own motion:
 ``receptor``
     Membrane receptors that switch between free diffusion and directed runs
     along the cytoskeleton (a two-state Markov chain; 2D).
+``switching``
+    The same switching with a strong contrast: slow diffusion (0.5 px) and fast runs (6-10 px per frame),
+    where a search radius fitted to the diffusion cuts every run's first step off.
 ``microtubule``
     Growing microtubule tips: fast, directed, nearly straight runs with a
     speed of their own, appearing and vanishing (2D or 3D).
@@ -37,7 +40,7 @@ import numpy as np
 
 from .tables import Table
 
-SCENARIOS = ("vesicle", "receptor", "microtubule", "virus")
+SCENARIOS = ("vesicle", "receptor", "switching", "microtubule", "virus")
 
 
 @dataclass(frozen=True)
@@ -99,6 +102,7 @@ class ScenarioMotion:
 MOTIONS = {
     "vesicle": ScenarioMotion(1.5, (0.0, 0.0), 0.0, 0.0, 0.0, 40.0),
     "receptor": ScenarioMotion(1.0, (2.0, 4.0), 0.15, 0.1, 0.3, 40.0),
+    "switching": ScenarioMotion(0.5, (6.0, 10.0), 0.1, 0.1, 0.3, 40.0),
     "microtubule": ScenarioMotion(0.4, (4.0, 7.0), 0.1, 0.0, 1.0, 20.0),
     "virus": ScenarioMotion(1.0, (3.0, 6.0), 0.15, 0.1, 0.3, 40.0),
 }

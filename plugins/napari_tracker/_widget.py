@@ -579,7 +579,7 @@ class TrackerWidget(QWidget):
     def __init__(self, napari_viewer: napari.Viewer, parent=None):
         super().__init__(parent)
         from tracker.backend import gpu_available
-        from tracker.gaps import DEFAULT_MAX_GAP
+        from tracker.linking.gap_closing import DEFAULT_MAX_GAP
         from tracker.lap import available_solvers
         from tracker.pipeline import DEFAULT_MAX_DISPLACEMENT_UM, DEFAULT_SPOT_RADIUS_UM
 
@@ -946,12 +946,10 @@ class TrackerWidget(QWidget):
             self.truth_combo.setCurrentText(truth.name)  # triggers _on_truth_changed
             if self.review.ground_truth is None:
                 self._on_truth_changed()
-        from tracker.link import summary_text
-
         timings = ", ".join(f"{k} {v:.2f} s" for k, v in result.timings.items())
         self.status.setText(
             f"{len(result.detections['frame'])} detections, {result.n_tracks} tracks ({timings})\n"
-            f"{summary_text(result.linking)}"
+            f"{result.linking}"
         )
 
     # ---------------------------------------------------------------- review

@@ -272,6 +272,12 @@ def model_options(*kinds: type, config: bool = True) -> Callable:
     return decorate
 
 
+def echo_summary(summary: Any) -> None:
+    """Print the linker's one-line summary on standard error, unless ``-v`` already shows its log line."""
+    if not logging.getLogger("tracker.linking").isEnabledFor(logging.INFO):
+        click.echo(str(summary), err=True)
+
+
 def parameters_path(output: Path) -> Path:
     """Where the parameters of ``output`` are saved: ``tracks.csv`` → ``tracks.params.toml``."""
     return output.with_suffix(".params.toml")

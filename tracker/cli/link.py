@@ -7,7 +7,7 @@ from pathlib import Path
 import click
 
 from ..params import LinkingParams
-from ._options import ProgressBars, model_options, parameters_path, parameters_text, user_errors, verbosity_options
+from ._options import ProgressBars, echo_summary, model_options, parameters_path, parameters_text, user_errors, verbosity_options
 
 
 @click.command("link")
@@ -24,19 +24,18 @@ def link_command(detections: Path, output: Path, linking: LinkingParams, overwri
 
     from ..io import read_table, write_table, write_text
     from ..io._atomic import check_outputs
-    from ..link import link_detections, summary_text
+    from ..linking import link_detections
     from ..validation import check_detections, check_gate
 
     saved = parameters_path(output)
     check_outputs({"DETECTIONS": detections}, {"-o": output, "the parameters file": saved}, overwrite)
     table = check_detections(read_table(detections, required=("frame", "z", "y", "x")), what=str(detections))
     check_gate(table, linking.max_displacement_um)
-    summary: dict = {}
     with ProgressBars(enabled=not quiet) as progress:
-        tracks = link_detections(table, progress=progress, summary=summary, **linking.to_dict())
+        tracks, summary = link_detections(table, progress=progress, return_summary=True, **linking.to_dict())
     write_table(output, tracks, overwrite=overwrite)
     write_text(saved, parameters_text(linking), overwrite=overwrite)
     if not quiet:
         n_tracks = len(np.unique(tracks["track_id"])) if len(tracks["track_id"]) else 0
         click.echo(f"{len(tracks['frame'])} points, {n_tracks} tracks -> {output}", err=True)
-        click.echo(summary_text(summary), err=True)
+        echo_summary(summary)

@@ -9,7 +9,7 @@ import click
 
 from ..params import DetectionParams, LinkingParams
 from ._options import (
-    UM, ProgressBars, Triple, model_options, parameters_path, parameters_text, user_errors, verbosity_options,
+    UM, ProgressBars, Triple, echo_summary, model_options, parameters_path, parameters_text, user_errors, verbosity_options,
 )
 
 
@@ -39,7 +39,6 @@ def run_command(stack: Path, output: Path | None, detections_path: Path | None, 
     """
     from ..io import read_stack, write_table, write_text
     from ..io._atomic import check_outputs
-    from ..link import summary_text
     from ..pipeline import track_stack
 
     output = output or stack.with_name(f"{stack.stem}_tracks.csv")
@@ -67,4 +66,4 @@ def run_command(stack: Path, output: Path | None, detections_path: Path | None, 
             f"total {time.perf_counter() - started:.2f} s",
             err=True,
         )
-        click.echo(summary_text(result.linking), err=True)
+        echo_summary(result.linking)

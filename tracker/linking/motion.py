@@ -19,21 +19,28 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
-from scipy.special import erfc
+from scipy.special import erfc, gammainc, gammaincc
 
 DEFAULT_GATE_SIGMAS = 4.5
 """Search radius in standard deviations of the predicted position (chi with
-3 degrees of freedom: P(> 4.5 σ) ≈ 5e-4)."""
+3 degrees of freedom: P(> 4.5 σ) ≈ 5e-4; with 2: 4e-5)."""
 
 DEFAULT_PRIOR_STEPS = 4.0
 """Least weight (in steps) of the population's scatter in a particle's own scatter estimate, and the
 weight while there are too few tracks to estimate it (:func:`own_scatter_prior_steps`)."""
 
 MIN_PRIOR_TRACKS = 50
-"""Fewer linked tracks than this: :func:`own_scatter_prior_steps` returns :data:`DEFAULT_PRIOR_STEPS`."""
+"""Fewer linked tracks than this: :func:`own_scatter_prior_steps` returns ``inf`` (one shared scatter)."""
 
 MIN_VELOCITY_PAIRS = 50
 """Fewer pairs of successive displacements than this: the persistence estimate is not used yet."""
+
+MIN_STEPS = 50
+"""Fewer linked steps than this: the step variance is not used yet (:meth:`MotionModel.step_variance` is None),
+and the linker searches and costs links as plain LAP does, within the gate. The variance of ``k`` steps in ``d``
+dimensions is off by ``sqrt(2 / (k d))`` (relative SD): 10-14 % at 50 steps, where a search radius of 4.5 SDs is
+within 5-7 % of its value; from one or two steps (trackpy's random-walk scenarios, the first frames of a handful of
+particles) a radius would cut off true steps far inside the gate."""
 
 
 @dataclass
@@ -44,12 +51,15 @@ class MotionModel:
     ----------
     persistence : float or None
         Fixed persistence ``p`` in [0, 1], or None to estimate it.
+    ndim : int
+        Spatial dimension of the motion (3, or 2 for 2D data): the variances are per axis.
     n_steps, sum_step_sq : running count and sum of ``|v|²`` over all links.
     n_pairs, sum_vv, sum_vw, sum_ww : over pairs of successive displacements
         ``(v, w)``: count, ``Σ v·v``, ``Σ v·w``, ``Σ w·w``.
     """
 
     persistence: float | None = None
+    ndim: int = 3
     n_steps: int = 0
     sum_step_sq: float = 0.0
     n_pairs: int = 0
@@ -58,7 +68,7 @@ class MotionModel:
     sum_ww: float = 0.0
 
     def update(self, step: np.ndarray, previous_step: np.ndarray, has_previous: np.ndarray) -> None:
-        """Add the displacements of new links (``(k, 3)``), and the ones before where known."""
+        """Add the displacements of new links (``(k, 3)``, zero on unused axes), and the ones before where known."""
         self.n_steps += len(step)
         self.sum_step_sq += float(np.sum(step**2))
         v, w = previous_step[has_previous], step[has_previous]
@@ -81,10 +91,10 @@ class MotionModel:
         return float(np.clip(self.sum_vw / self.sum_vv, 0.0, 1.0))
 
     def step_variance(self) -> float | None:
-        """Per-axis variance of a displacement with no prediction (µm²), None before any link."""
-        if self.n_steps == 0:
+        """Per-axis variance of a displacement with no prediction (µm²), None before :data:`MIN_STEPS` links."""
+        if self.n_steps < MIN_STEPS:
             return None
-        return self.sum_step_sq / (3.0 * self.n_steps)
+        return self.sum_step_sq / (self.ndim * self.n_steps)
 
     def residual_variance(self) -> float | None:
         """Per-axis variance of ``w - p v`` (µm²), None until ready."""
@@ -94,7 +104,7 @@ class MotionModel:
             return None
         p = self.current_persistence()
         residual = self.sum_ww - 2 * p * self.sum_vw + p * p * self.sum_vv
-        return max(residual, 0.0) / (3.0 * self.n_pairs)
+        return max(residual, 0.0) / (self.ndim * self.n_pairs)
 
 
 def predict_positions(
@@ -135,15 +145,17 @@ def spread_factor(persistence: float, n_steps: np.ndarray, has_velocity: np.ndar
     return np.where(has_velocity, with_v[n_steps - 1], without_v[n_steps - 1])
 
 
-def scatter_dispersion(ratio_sum: np.ndarray, ratio_count: np.ndarray, min_steps: int = 1) -> tuple[float, int]:
+def scatter_dispersion(ratio_sum: np.ndarray, ratio_count: np.ndarray, min_steps: int = 1,
+                       ndim: int = 3) -> tuple[float, int]:
     """How much more the tracks' own scatters differ than chance allows (1: as chance; more: heterogeneous).
 
-    Each step of a track adds ``r = |residual|² / (3 σ²)`` to ``ratio_sum``
-    (σ² the per-axis variance of its class): for Gaussian motion shared by
-    all particles ``r`` has mean 1 and variance 2/3, so a track's mean over
-    ``c`` steps scatters with variance ``2 / (3 c)`` around the common mean.
-    Returns the mean of ``(m - m̄)² · 3 c / 2`` over the tracks with at least
-    ``min_steps`` steps (the index of dispersion) and how many there were.
+    Each step of a track adds ``r = |residual|² / (d σ²)`` to ``ratio_sum``
+    (σ² the per-axis variance of its class, ``d = ndim``): for Gaussian motion
+    shared by all particles ``r`` has mean 1 and variance 2/d, so a track's
+    mean over ``c`` steps scatters with variance ``2 / (d c)`` around the
+    common mean. Returns the mean of ``(m - m̄)² · d c / 2`` over the tracks
+    with at least ``min_steps`` steps (the index of dispersion) and how many
+    there were.
     """
     counted = ratio_count >= min_steps
     count = ratio_count[counted]
@@ -153,17 +165,26 @@ def scatter_dispersion(ratio_sum: np.ndarray, ratio_count: np.ndarray, min_steps
     common = ratio_sum[counted].sum() / count.sum()
     if not common > 0.0:  # every residual exactly zero (noiseless synthetic data): nothing differs
         return 0.0, int(len(count))
-    return float(np.mean((mean - common) ** 2 * 1.5 * count / common**2)), int(len(count))
+    return float(np.mean((mean - common) ** 2 * (ndim / 2.0) * count / common**2)), int(len(count))
 
 
-def chi2_3_sf(x: np.ndarray) -> np.ndarray:
-    """P(X > x) for X chi-square with 3 degrees of freedom: the chance that a 3D Gaussian step lies
-    outside ``sqrt(x)`` standard deviations (per axis)."""
+def chi2_sf(x: np.ndarray, ndim: int = 3) -> np.ndarray:
+    """P(X > x) for X chi-square with ``ndim`` degrees of freedom: the chance that a Gaussian step in
+    ``ndim`` dimensions lies outside ``sqrt(x)`` standard deviations (per axis)."""
     x = np.asarray(x, dtype=np.float64)
-    return erfc(np.sqrt(x / 2.0)) + np.sqrt(2.0 * x / np.pi) * np.exp(-x / 2.0)
+    if ndim == 3:  # (the closed form, exact to the last bit the 3D linker has always used)
+        return erfc(np.sqrt(x / 2.0)) + np.sqrt(2.0 * x / np.pi) * np.exp(-x / 2.0)
+    return gammaincc(ndim / 2.0, x / 2.0)
 
 
-def truncated_gaussian_variance(observed: np.ndarray, radius: np.ndarray, iterations: int = 40) -> np.ndarray:
+def chi2_mean_inside(c: float, ndim: int) -> float:
+    """E[X | X < c] / d for X chi-square with ``d = ndim`` degrees of freedom: ``F_{d+2}(c) / F_d(c)``."""
+    inside = float(gammainc(ndim / 2.0, c / 2.0))
+    return float(gammainc(ndim / 2.0 + 1.0, c / 2.0)) / max(inside, 1e-300)
+
+
+def truncated_gaussian_variance(observed: np.ndarray, radius: np.ndarray, iterations: int = 40,
+                                ndim: int = 3) -> np.ndarray:
     """Per-axis variance (µm²) of 3D Gaussian steps whose steps *inside* ``radius`` (µm) have per-axis
     mean square ``observed`` (µm²): what a motion model fitted to gated links underestimates.
 
@@ -178,6 +199,8 @@ def truncated_gaussian_variance(observed: np.ndarray, radius: np.ndarray, iterat
 
     def inside_mean_square(s: float, radius_sq: float) -> float:
         c = radius_sq / s
+        if ndim != 3:
+            return s * chi2_mean_inside(c, ndim)
         tail_3 = math.erfc(math.sqrt(c / 2.0)) + math.sqrt(2.0 * c / math.pi) * math.exp(-c / 2.0)
         inside_3 = 1.0 - tail_3
         inside_5 = inside_3 - math.sqrt(2.0 / math.pi) * math.exp(-c / 2.0) * c**1.5 / 3.0
@@ -196,19 +219,19 @@ def truncated_gaussian_variance(observed: np.ndarray, radius: np.ndarray, iterat
     return out
 
 
-def own_scatter_cost(distance_sq: np.ndarray, variance: np.ndarray, scale: np.ndarray) -> np.ndarray:
+def own_scatter_cost(distance_sq: np.ndarray, variance: np.ndarray, scale: np.ndarray, ndim: int = 3) -> np.ndarray:
     """Cost of a displacement from the prediction under a track's own scatter (squared standard deviations).
 
     ``distance_sq`` (µm²) over the track's own per-axis variance ``variance * scale`` (µm²), plus
-    ``3 ln scale``: twice the negative log-likelihood of a 3D Gaussian up to a constant shared by all,
+    ``d ln scale`` (``d = ndim``): twice the negative log-likelihood of a Gaussian up to a constant shared by all,
     so that a track of wide scatter does not take far candidates for free. ``scale = 1``: plain
     squared Mahalanobis distance.
     """
     scale = np.asarray(scale, dtype=float)
-    return distance_sq / (variance * scale) + 3.0 * np.log(scale)
+    return distance_sq / (variance * scale) + ndim * np.log(scale)
 
 
-def own_scatter_prior_steps(ratio_sum: np.ndarray, ratio_count: np.ndarray) -> float:
+def own_scatter_prior_steps(ratio_sum: np.ndarray, ratio_count: np.ndarray, ndim: int = 3) -> float:
     """Weight (in steps) of the population's scatter in each track's own scatter estimate (empirical Bayes).
 
     A track's own scatter, relative to its class's, is estimated as
@@ -223,12 +246,13 @@ def own_scatter_prior_steps(ratio_sum: np.ndarray, ratio_count: np.ndarray) -> f
     (chi-square with 3 degrees of freedom each) are too noisy to trust more
     (trusting them fully lost 0.0002-0.0003 F1 in 4 of the 5 cells of
     ``benchmarks/mixed_mobility.py``).
-    :data:`DEFAULT_PRIOR_STEPS` while fewer than :data:`MIN_PRIOR_TRACKS`
-    tracks are linked.
+    ``inf`` (one shared scatter, as plain LAP) while fewer than
+    :data:`MIN_PRIOR_TRACKS` tracks are linked: a handful of tracks cannot show
+    that mobilities differ.
     """
-    dispersion, n_tracks = scatter_dispersion(ratio_sum, ratio_count)
-    if n_tracks < MIN_PRIOR_TRACKS:
-        return DEFAULT_PRIOR_STEPS
+    dispersion, n_tracks = scatter_dispersion(ratio_sum, ratio_count, ndim=ndim)
+    if n_tracks < MIN_PRIOR_TRACKS:  # too few tracks to tell mobilities apart: one shared scatter
+        return float("inf")
     if not dispersion > 1.0:
         return float("inf")
     return max(float(np.mean(ratio_count[ratio_count >= 1])) / (dispersion - 1.0), DEFAULT_PRIOR_STEPS)

@@ -18,6 +18,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from .. import lap
+
 
 def link_confidence(
     rows: np.ndarray,
@@ -77,3 +79,22 @@ def chosen_edge_index(rows: np.ndarray, cols: np.ndarray, chosen_rows: np.ndarra
     """Index of each chosen edge ``(chosen_rows, chosen_cols)`` among the candidates ``rows, cols`` (sorted by
     ``(row, col)``, columns below ``n_cols``)."""
     return np.searchsorted(rows * n_cols + cols, chosen_rows * n_cols + chosen_cols)
+
+
+def assign(rows: np.ndarray, cols: np.ndarray, cost: np.ndarray, shape: tuple[int, int], no_link_cost: float,
+           solver: str = "auto") -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """The optimal gated assignment (:func:`tracker.lap.solve_gated`) of candidates ``rows, cols`` (sorted by
+    ``(row, col)``) of ``cost`` (``-2 log`` likelihood units), every row and column of ``shape`` free to stay
+    unlinked at ``no_link_cost``, and each chosen link's confidence (:func:`link_confidence`).
+
+    Returns
+    -------
+    chosen_rows, chosen_cols, chosen_edges : (c,) int arrays
+        The chosen links and their indices among the candidates.
+    confidence : (c,) float array
+    """
+    chosen_rows, chosen_cols = lap.solve_gated(rows, cols, cost, shape, no_link_cost, solver=solver)
+    index = chosen_edge_index(rows, cols, chosen_rows, chosen_cols, shape[1])
+    confidence = link_confidence(rows, cols, cost, np.full(shape[0], no_link_cost), np.full(shape[1], no_link_cost),
+                                 chosen_rows, chosen_cols, index)
+    return chosen_rows, chosen_cols, index, confidence

@@ -1,0 +1,310 @@
+"""Missing detections: how often a point finds no partner in the next frame, the "no link" cost that follows,
+and whether gaps are worth closing.
+
+The forward frame-pair pass counts, among the points away from the volume's
+edge, those that found no link into the next frame, less those whose next
+step the motion model puts outside their search radius (:class:`MissingRate`).
+What is left is missing detections (blinking, missed spots). Once they show,
+leaving a point unlinked gets cheaper (:meth:`MissingRate.scaled_no_link_cost`), track ends
+enter the frame-pair assignments (:data:`IN_PAIR_GAPS_MIN_MISSING`).
+
+Whether gaps are closed afterwards is a test of its own
+(:func:`missed_detection_evidence`), made on the tracks the frame-to-frame
+passes leave: where a detection went missing, a track ends and another starts
+a few frames later close by. Chance makes such (end, start) pairs too, and it
+makes time-reversed ones (a start, then an end close by a few frames later,
+which no missed detection explains) just as often; so missed detections show
+as causal pairs in excess of the reversed ones. Gaps are closed where the excess
+outnumbers the reversed pairs (:attr:`MissedDetectionEvidence.worth_closing`).
+The test needs no miss rate, works the same in 2D and 3D and counts a missing
+frame like any missed detection.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from scipy.spatial import cKDTree
+from scipy.special import gamma
+from scipy.stats import poisson
+
+from .motion import DEFAULT_GATE_SIGMAS, MotionModel, chi2_sf, spread_factor, truncated_gaussian_variance
+from .gap_closing import bounding_box, edge_clearance, face_axes
+from .prediction import Prediction
+from .track_state import TrackState
+
+SCALED_NO_LINK_COST = 0.75 * DEFAULT_GATE_SIGMAS**2
+""""No link" cost (times ``no_link_factor``) of a point when costs are squared standard deviations:
+above half the largest candidate cost, so any candidate still beats leaving both ends unlinked, but
+below it, so that a particle whose detection is missing does not take a neighbour's far-off one as
+readily (compare_trackers.py, blinking cells: 0.75 gained 0.003-0.004 F1 over 1.0; 0.6 lost on the
+detected stacks)."""
+
+SCALED_NO_LINK_COST_MISSING = 0.64 * DEFAULT_GATE_SIGMAS**2
+"""The same once detections are seen to go missing (the missing rate of :data:`IN_PAIR_GAPS_MIN_MISSING`
+or more): a point is then more often without a true partner in the next frame, so leaving it unlinked
+is cheaper (compare_trackers.py: +0.0006-0.0022 F1 in the Brownian and persistent blinking cells at
+step/NN 0.5; 0.75 everywhere lost the 1k-particle Brownian blinking cell to trackpy, 0.64 everywhere
+lost the Brownian step/NN 0.2 tie with LapTrack by a link)."""
+
+IN_PAIR_GAPS_MIN_MISSING = 0.06
+"""Track ends enter the frame-to-frame assignments (see :func:`tracker.linking.frame_pair.track_ends_before`)
+once at least this fraction of the points away from the volume's edge found no link into the next frame
+(blinking or missed detections);
+below it (about 0.3 % without blinking in the benchmark, 8-12 % with 10 % blinking) gaps are only closed
+afterwards."""
+
+
+@dataclass
+class MissingRate:
+    """Counts of the forward pass over the points away from the volume's edge.
+
+    Attributes
+    ----------
+    edge_clearance : (n,) float array
+        Each point's distance to the nearest face of the volume's box (µm,
+        :func:`tracker.linking.gap_closing.edge_clearance`).
+    inner_rows, inner_linked : int
+        Such points in linked frame pairs, and those of them that got a link into the next frame.
+    inner_beyond_radius : float
+        Expected number of those points whose next step left their search radius.
+    """
+
+    edge_clearance: np.ndarray
+    inner_rows: int = 0
+    inner_linked: int = 0
+    inner_beyond_radius: float = 0.0
+
+    def rate(self) -> float:
+        """Fraction of the points away from the edge that found no link into the next frame so far, less
+        the fraction the search radii alone explain (steps past the radius: see :func:`expected_beyond_radius`).
+
+        What is left is missing detections (blinking), the case gap closing is for: a track broken by
+        a step past the gate continues in the very next frame, where no gap-closing link can join it.
+        """
+        if not self.inner_rows:
+            return 0.0
+        return max(0.0, 1.0 - (self.inner_linked + self.inner_beyond_radius) / self.inner_rows)
+
+    def detections_go_missing(self) -> bool:
+        """Whether the rate reached :data:`IN_PAIR_GAPS_MIN_MISSING` (track ends then compete in the frame pairs)."""
+        return self.rate() >= IN_PAIR_GAPS_MIN_MISSING
+
+    def scaled_no_link_cost(self, no_link_factor: float) -> float:
+        """"No link" cost of a point in squared standard deviations (lower once detections go missing)."""
+        return no_link_factor * (SCALED_NO_LINK_COST_MISSING if self.detections_go_missing() else SCALED_NO_LINK_COST)
+
+    def inner(self, points: np.ndarray, prediction: Prediction) -> np.ndarray:
+        """Whether ``points`` lie farther than one typical step (:meth:`Prediction.edge_distance`) from the
+        edge of the volume (:func:`tracker.linking.gap_closing.near_edge`'s test)."""
+        return ~(self.edge_clearance[points] < prediction.edge_distance())
+
+    def count(self, state: TrackState, prediction: Prediction, a: np.ndarray, linked: np.ndarray,
+              model: MotionModel) -> None:
+        """Count a frame pair's source points ``a``, of which ``linked`` (bool, per point) got a link, predicted
+        with ``model``."""
+        inner = self.inner(a, prediction)
+        self.inner_rows += int(inner.sum())
+        self.inner_linked += int((inner & linked).sum())
+        self.inner_beyond_radius += expected_beyond_radius(state, prediction, a[inner], model)
+
+
+def expected_beyond_radius(state: TrackState, prediction: Prediction, points: np.ndarray,
+                           model: MotionModel) -> float:
+    """Expected number of ``points`` whose next position lies outside their search radius.
+
+    Gaussian steps, with the variances the model's links (found inside the radii) imply once their
+    truncation is undone (:func:`tracker.linking.motion.truncated_gaussian_variance`), once per class.
+    """
+    if model.step_variance() is None or len(points) == 0:
+        return 0.0
+    has_velocity = np.array([False, True])
+    clipped = prediction.class_variance(has_velocity, model)  # what the radii use
+    class_radius = prediction.radius(clipped, np.ones(2))
+    variance = truncated_gaussian_variance(prediction.class_variance(has_velocity, model, clip=False), class_radius,
+                                           ndim=model.ndim)
+    has_v = state.has_velocity[points].astype(int)
+    if not prediction.adapts_scatter(state):  # one scatter per class
+        return float(np.bincount(has_v, minlength=2) @ chi2_sf(class_radius**2 / variance, model.ndim))
+    own = prediction.scale(state, points)
+    radius = prediction.radius(clipped[has_v], own)
+    return float(chi2_sf(radius**2 / (variance[has_v] * own), model.ndim).sum())
+
+
+EVIDENCE_P_VALUE = 0.00135
+"""Gaps are closed when chance makes as many causal pairs as were found with at most this probability (the
+one-sided 3-sigma level of a Gaussian): tracks with no missed detection turn gap closing on by chance
+about once in 700 runs."""
+
+
+@dataclass(frozen=True)
+class MissedDetectionEvidence:
+    """The outcome of :func:`missed_detection_evidence`.
+
+    Attributes
+    ----------
+    causal_pairs, reversed_pairs : int
+        Nearby (end at ``f``, start at ``f + dt``) and (start at ``f``, end at ``f + dt``) pairs of different
+        tracks, ``dt = 2 .. max_gap + 1``, away from the volume's edge, with no detection where the particle
+        would have been in between.
+    chance_by_density : float
+        The causal pairs chance alone would make were ends and starts spread uniformly over the volume
+        (the points' box). 0 where the box is of the points' own making (no axis spans
+        :func:`tracker.linking.gap_closing.face_axes`): a handful of tracks then closes gaps wherever a causal pair shows,
+        as the peers always do.
+    """
+
+    causal_pairs: int = 0
+    reversed_pairs: int = 0
+    chance_by_density: float = 0.0
+
+    @property
+    def excess(self) -> int:
+        """Causal pairs beyond chance: about the number of gaps that closing can join rightly."""
+        return self.causal_pairs - self.reversed_pairs
+
+    @property
+    def chance(self) -> float:
+        """Expected causal pairs by chance alone: the larger of the two estimates."""
+        return max(float(self.reversed_pairs), self.chance_by_density)
+
+    @property
+    def p_value(self) -> float:
+        """Probability that chance makes at least :attr:`causal_pairs` (Poisson with mean :attr:`chance`)."""
+        if self.causal_pairs == 0:
+            return 1.0
+        return float(poisson.sf(self.causal_pairs - 1, max(self.chance, 1e-12)))
+
+    @property
+    def worth_closing(self) -> bool:
+        """Whether the causal pairs are more than chance makes (:data:`EVIDENCE_P_VALUE`): detections go missing.
+
+        On a handful of tracks one causal pair where chance expects a hundredth suffices (the peers always
+        close gaps); in dense data without misses the causal and reversed counts agree and gap closing stays off.
+        """
+        return self.p_value <= EVIDENCE_P_VALUE
+
+
+def missed_detection_evidence(state: TrackState, prediction: Prediction, missing: MissingRate,
+                              max_gap: int) -> MissedDetectionEvidence:
+    """Count the causal and time-reversed (end, start) pairs of the tracks in ``state`` (see the module docstring).
+
+    A pair is counted when its two points lie within the distance a particle may move over ``dt`` frames:
+    the frame-to-frame search radius of a point without a known velocity, grown as the motion model spreads
+    over ``dt`` frames (:func:`tracker.linking.motion.spread_factor`). Points within reach of the volume's edge
+    over the longest gap (one typical step times ``sqrt(max_gap + 1)``; flat axes have no edge) are left out
+    of both counts: there a track that ends most likely left the volume, and one that starts entered it,
+    and a particle that leaves and comes back is a new track, not a missed detection.
+    """
+    n = len(state)
+    if n == 0 or max_gap < 1:
+        return MissedDetectionEvidence()
+    frames = state.frames
+    # Away from the edge by the distance a particle covers over the longest gap: nearer, a track that ends
+    # may have left the volume and come back as a new track (a re-entry, not a missed detection). Only
+    # along axes whose faces are the volume's (face_axes).
+    reach = prediction.edge_distance() * np.sqrt(max_gap + 1)
+    low, high = bounding_box(state.positions)
+    wide = face_axes(state.positions, (low, high), reach)
+    inner = ~(edge_clearance(state.positions, (low, high), wide) < reach)
+    ends = np.flatnonzero(~state.has_successor & (frames < frames[-1]) & inner)
+    starts = np.flatnonzero((state.predecessor < 0) & (frames > frames[0]) & inner)
+    if len(ends) == 0 or len(starts) == 0:
+        return MissedDetectionEvidence()
+    track = _first_point_of_track(state.predecessor)
+    step_variance = prediction.step_variance()
+    p = prediction.persistence()
+    ndim = prediction.model.ndim
+    extent = (high - low)[high > low]
+    volume = float(np.prod(extent[-ndim:])) if len(extent) else 0.0
+    ends_per_frame = np.bincount(frames[ends], minlength=int(frames[-1]) + 1)
+    starts_per_frame = np.bincount(frames[starts], minlength=int(frames[-1]) + 1)
+    causal = reverse = 0
+    chance = 0.0
+    for dt in range(2, max_gap + 2):
+        spread = float(spread_factor(p, np.array([dt]), np.zeros(1, bool))[0])
+        radius = min(DEFAULT_GATE_SIGMAS * np.sqrt(step_variance * spread), prediction.gate * np.sqrt(dt))
+        # A missed detection leaves nothing where the particle was: no detection within two standard
+        # deviations of the midpoint in the frames between (else the pair is a link taken by another track).
+        empty_radius = 2.0 * np.sqrt(step_variance * spread) / 2.0
+        causal += _close_pairs(state, track, ends, starts, dt, radius, empty_radius)
+        reverse += _close_pairs(state, track, starts, ends, dt, radius, empty_radius)
+        if volume > 0 and wide.any():  # (a box of the points' own making gives no density)
+            ball = np.pi ** (ndim / 2) / gamma(ndim / 2 + 1) * radius**ndim
+            chance += float(ends_per_frame[:-dt] @ starts_per_frame[dt:]) * min(ball / volume, 1.0)
+    return MissedDetectionEvidence(causal, reverse, chance)
+
+
+CUT_OFF_EXCESS = 10.0
+"""The adaptive search radius is abandoned (:func:`radius_cuts_steps`) when the steps it cut off outnumber those
+the motion model's Gaussian tail predicts (:func:`expected_beyond_radius`) by this factor, an order of magnitude:
+the model's tail is then wrong, as when particles switch from diffusion to directed runs (issue 23's switching
+family: 549 cut-offs where the tail predicts 0.5; our own persistent cells: 0-30 where it predicts 3-7, the
+microtubule family 26 where it predicts 20)."""
+
+
+def radius_cuts_steps(state: TrackState, prediction: Prediction, missing: MissingRate) -> bool:
+    """Whether the forward pass's search radii cut off true steps far more often than the motion model predicts.
+
+    A step cut off by the radius ends a track at ``f`` and starts another at ``f + 1`` close by (within the
+    gate); chance makes as many time-reversed pairs (a start at ``f``, an end at ``f + 1``), and the model's own
+    tail some more. The excess over both, among points away from the edge, must be significant
+    (:data:`EVIDENCE_P_VALUE`) and outnumber the model's expectation of steps beyond the radius
+    (:data:`CUT_OFF_EXCESS`).
+    """
+    n = len(state)
+    if n == 0 or not prediction.adaptive_radius:
+        return False
+    frames = state.frames
+    inner = missing.inner(np.arange(n), prediction)
+    ends = np.flatnonzero(~state.has_successor & (frames < frames[-1]) & inner)
+    starts = np.flatnonzero((state.predecessor < 0) & (frames > frames[0]) & inner)
+    if len(ends) == 0 or len(starts) == 0:
+        return False
+    track = _first_point_of_track(state.predecessor)
+    cut = _close_pairs(state, track, ends, starts, 1, prediction.gate, 0.0)
+    # Expected without a wrong tail: chance pairs, and the steps the model's own tail puts past the radius.
+    expected = _close_pairs(state, track, starts, ends, 1, prediction.gate, 0.0) + missing.inner_beyond_radius
+    significant = cut > 0 and poisson.sf(cut - 1, max(expected, 1e-12)) <= EVIDENCE_P_VALUE
+    return bool(significant and cut - expected > CUT_OFF_EXCESS * missing.inner_beyond_radius)
+
+
+def _close_pairs(state, track, early, late, dt, radius, empty_radius) -> int:
+    """Pairs (an ``early`` point at frame ``f``, a ``late`` one at ``f + dt``) of different tracks within
+    ``radius`` (µm), with no detection within ``empty_radius`` of their midpoint in the frames between."""
+    positions, frames = state.positions, state.frames
+    late_frames = frames[late]  # (sorted: points are in frame order)
+    bounds = np.searchsorted(frames, np.arange(int(frames[-1]) + 2))
+    count = 0
+    for frame in np.unique(frames[early]):
+        lo, hi = np.searchsorted(late_frames, [frame + dt, frame + dt + 1])
+        if lo == hi:
+            continue
+        sources, targets = early[frames[early] == frame], late[lo:hi]
+        pairs = cKDTree(positions[sources]).query_ball_tree(cKDTree(positions[targets]), radius)
+        first = np.array([s for s, hits in zip(sources, pairs) for _ in hits], dtype=np.int64)
+        second = np.array([t for hits in pairs for t in targets[hits]], dtype=np.int64)
+        keep = track[first] != track[second]
+        first, second = first[keep], second[keep]
+        if len(first) == 0:
+            continue
+        middle = 0.5 * (positions[first] + positions[second])
+        between = np.arange(bounds[frame + 1], bounds[frame + dt])
+        if len(between):
+            near = cKDTree(positions[between]).query(middle, distance_upper_bound=empty_radius)[0]
+            keep = ~np.isfinite(near)
+        else:
+            keep = np.ones(len(first), dtype=bool)
+        count += int(keep.sum())
+    return count
+
+
+def _first_point_of_track(predecessor: np.ndarray) -> np.ndarray:
+    """Each point's track, as the index of the track's first point (pointer jumping: O(log length) passes)."""
+    root = np.where(predecessor >= 0, predecessor, np.arange(len(predecessor)))
+    while True:
+        jumped = root[root]
+        if np.array_equal(jumped, root):
+            return root
+        root = jumped

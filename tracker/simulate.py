@@ -289,8 +289,8 @@ def check_render(shape: Sequence[int], voxel_size_um: Sequence[float], psf_sigma
     if on_host:
         window_voxels = float(np.prod(2.0 * window + 1.0))
         n_voxels = float(np.prod(volume_shape))
-        needed = (2.0 * n_frames * n_voxels + RENDER_BYTES_PER_VOXEL * n_voxels
-                  + RENDER_BYTES_PER_SPLAT * max(window_voxels, min(n_particles * window_voxels, RENDER_CHUNK_ELEMENTS)))
+        splats = max(window_voxels, min(n_particles * window_voxels, RENDER_CHUNK_ELEMENTS))  # (at once)
+        needed = 2.0 * n_frames * n_voxels + RENDER_BYTES_PER_VOXEL * n_voxels + RENDER_BYTES_PER_SPLAT * splats
         check_memory(needed, f"rendering {n_frames} frames of {' × '.join(map(str, volume_shape))} voxels",
                      "give a smaller --shape or fewer --frames")
 

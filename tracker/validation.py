@@ -27,7 +27,7 @@ FRAME_LIMIT = 2**31
 CANDIDATE_BYTES = 140
 """Peak memory (bytes) of :func:`tracker.linking.link_detections` per candidate link of its largest frame pair:
 137 measured with ``tracemalloc`` on 3 frames of 1,500 and of 3,000 uniform random points, with a gate that makes
-every pair a candidate (``solver="scipy"``, no smoothing or gap closing)."""
+every pair a candidate (``solver="scipy"``; the same with the defaults and with smoothing and gap closing off)."""
 
 DETECTION_BYTES_PER_VOXEL = 48
 """Peak memory (bytes) of :func:`tracker.detect.detect_spots` per voxel of a frame on the CPU: 18-46 measured

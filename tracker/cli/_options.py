@@ -124,22 +124,25 @@ def _quiet_closed_stdout() -> None:
 
 
 class Triple(click.ParamType):
-    """``Z,Y,X`` (three positive numbers) or, if ``allow_single``, one number for all axes."""
+    """``Z,Y,X``: three positive finite numbers (whole numbers if ``whole``) or, if ``allow_single``, one number for
+    all axes."""
 
     name = "Z,Y,X"
 
-    def __init__(self, allow_single: bool = False):
+    def __init__(self, allow_single: bool = False, whole: bool = False):
         self.allow_single = allow_single
+        self.whole = whole
 
     def convert(self, value, param, ctx):
         if isinstance(value, tuple):
             return value
+        numbers_text = "whole numbers" if self.whole else "numbers"
         try:
-            numbers = tuple(float(v) for v in str(value).replace(" ", "").split(","))
+            numbers = tuple((int if self.whole else float)(v) for v in str(value).replace(" ", "").split(","))
         except ValueError:
-            self.fail(f"{value!r} is not a comma-separated list of numbers", param, ctx)
+            self.fail(f"{value!r} is not a comma-separated list of {numbers_text}", param, ctx)
         if len(numbers) not in ((1, 3) if self.allow_single else (3,)):
-            self.fail(f"expected three numbers Z,Y,X, got {value!r}", param, ctx)
+            self.fail(f"expected three {numbers_text} Z,Y,X, got {value!r}", param, ctx)
         if not all(math.isfinite(v) and v > 0 for v in numbers):
             self.fail(f"values must be positive, got {value!r}", param, ctx)
         return numbers[0] if len(numbers) == 1 else numbers

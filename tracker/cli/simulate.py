@@ -10,29 +10,13 @@ from ..params import SimulationParams
 from ._options import UM, Triple, model_options, user_errors
 
 
-class Shape(click.ParamType):
-    """``Z,Y,X``: three positive whole numbers of voxels."""
-
-    name = "Z,Y,X"
-
-    def convert(self, value, param, ctx):
-        if isinstance(value, tuple):
-            return value
-        try:
-            numbers = tuple(int(v) for v in str(value).replace(" ", "").split(","))
-        except ValueError:
-            self.fail(f"expected three whole numbers Z,Y,X, got {value!r}", param, ctx)
-        if len(numbers) != 3 or min(numbers) < 1:
-            self.fail(f"expected three positive whole numbers Z,Y,X, got {value!r}", param, ctx)
-        return numbers
-
-
 @click.command("simulate")
 @user_errors
 @click.argument("output", type=click.Path(dir_okay=False, path_type=Path))
 @click.option("--ground-truth", type=click.Path(dir_okay=False, path_type=Path),
               help="Ground-truth CSV to write [default: OUTPUT_ground_truth.csv].")
-@click.option("--shape", type=Shape(), default="16,96,96", show_default=True, help="Volume size Z,Y,X in voxels.")
+@click.option("--shape", type=Triple(whole=True), default="16,96,96", show_default=True,
+              help="Volume size Z,Y,X in voxels.")
 @click.option("--voxel-size", type=Triple(), default="0.4,0.15,0.15", show_default=True, help=f"Z,Y,X in {UM}.")
 @click.option("--psf-sigma", type=Triple(), default="0.45,0.18,0.18", show_default=True,
               help=f"Gaussian PSF standard deviation Z,Y,X in {UM}.")

@@ -29,7 +29,7 @@ import numpy as np
 
 def synthetic_tracks(n_vertices: int, n_frames: int = 50, seed: int = 0) -> dict[str, np.ndarray]:
     """Random-walk tracks of ``n_frames`` points each, ``track run`` columns, sorted by frame."""
-    from napari_tracker._edits import squared_links
+    from napari_tracker._live_tracks import squared_links
 
     rng = np.random.default_rng(seed)
     n_tracks = max(1, n_vertices // n_frames)
@@ -69,7 +69,7 @@ def main() -> None:
     from tracker.io import write_table
 
     from napari_tracker._reader import read
-    from napari_tracker._widget import TrackReview
+    from napari_tracker._review import TrackReview
 
     results: dict[str, float | int | str] = {"vertices": args.vertices, "napari": napari.__version__}
     viewer = napari.Viewer(show=True)

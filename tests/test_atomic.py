@@ -43,13 +43,18 @@ def test_outputs_that_cannot_be_written_are_refused(tmp_path):
     with pytest.raises(InputError, match="existing.csv already exists \\(use --overwrite to replace it\\)"):
         check_outputs({}, {"-o": tmp_path / "existing.csv", "--detections": None})
     check_outputs({}, {"-o": tmp_path / "existing.csv"}, overwrite=True)
+    (tmp_path / "store.geff").mkdir()
+    (tmp_path / "store.geff" / "zarr.json").write_text("{}")
+    with pytest.raises(InputError, match="store.geff already exists"):
+        check_writable(tmp_path / "store.geff")
+    check_writable(tmp_path / "store.geff", overwrite=True)  # a Zarr store (GEFF) is replaced whole
     with pytest.raises(InputError, match="is a folder, not a file"):
-        check_writable(tmp_path)
+        check_writable(tmp_path, overwrite=True)  # any other folder never
     with pytest.raises(InputError, match="is not a folder"):
         check_writable(tmp_path / "file" / "t.csv")
     with pytest.raises(InputError, match="does not exist"):
         check_writable(tmp_path / "missing" / "t.csv")
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["existing.csv", "file"]  # the probe is gone
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["existing.csv", "file", "store.geff"]  # no probe left
 
 
 @pytest.mark.skipif(not os.path.isdir("/proc/self"), reason="needs Linux's /proc (read-only even for root)")

@@ -99,12 +99,16 @@ def test_failed_write_leaves_nothing(tmp_path):
     ("frame,z,y,x\n0.5,1,2,3\n", "whole numbers"),
     ("frame,z,y,x\n0,a,2,3\n", "non-numeric"),
     ("", "empty"),
+    ("frame z y x\n0 1 2 3\n", "separated by spaces; expected ',', ';' or tab"),
+    ("frame,z,y,x\n0,1,2,3\n1,2,3\n", "line 3 has 3 fields, the header has 4"),
+    ("frame,z,frame,x\n0,1,2,3\n", "duplicate column"),
 ])
 def test_bad_tables(tmp_path, content, message):
     path = tmp_path / "d.csv"
     path.write_text(content)
-    with pytest.raises(io.InputError, match=message):
+    with pytest.raises(io.InputError, match=message) as error:
         io.read_table(path, required=("frame", "z", "y", "x"))
+    assert "\n" not in str(error.value)
 
 
 def test_table_cells_empty_spaced_and_text(tmp_path):
@@ -116,20 +120,70 @@ def test_table_cells_empty_spaced_and_text(tmp_path):
     assert table["note"].tolist() == ["a", "b"] and table["frame"].dtype == np.int64
 
 
-@pytest.mark.parametrize("content, fast", [
-    ("frame,z,y,x,link_cost\n0,1.5,2,3,nan\n1, 4 ,5,6,0.25\n", True),  # numbers only: parsed in C
-    ("frame,z,y,x,link_cost\n0,1.5,2,3,\n1,4,5,6,0.25\n", False),  # an empty cell: the general parser
-    ('"frame",z,y,x,link_cost\n0,1.5,2,3,nan\n"1",4,5,6,0.25\n', False),  # quotes: the general parser
+@pytest.mark.parametrize("content", [
+    "frame,z,y,x,link_cost\n0,1.5,2,3,nan\n1, 4 ,5,6,0.25\n",  # NaN written out, spaces around a number
+    "frame,z,y,x,link_cost\n0,1.5,2,3,\n1,4,5,6,0.25\n",  # an empty cell (pandas writes NaN so)
+    '"frame",z,y,x,link_cost\n0,1.5,2,3,nan\n"1",4,5,6,0.25\n',  # quotes
+    "\ufeffframe;z;y;x;link_cost\n0;1,5;2;3;\n1;4;5;6;0,25\n",  # a byte-order mark, ';' and decimal commas
+    "frame\tz\ty\tx\tlink_cost\n0\t1.5\t2\t3\tNaN\n1\t4\t5\t6\t0.25\n",  # tabs
+    ",frame,z,y,x,link_cost\n0,0,1.5,2,3,\n1,1,4,5,6,0.25\n",  # pandas' index column
 ])
-def test_both_table_parsers_agree(tmp_path, content, fast):
+def test_table_dialects(tmp_path, content):
     path = tmp_path / "t.csv"
-    path.write_text(content)
-    assert (io.tables._read_numeric_table(path, ("frame",)) is not None) == fast
+    path.write_text(content, encoding="utf-8")
     table = io.read_table(path, required=("frame", "z"))
     assert list(table) == ["frame", "z", "y", "x", "link_cost"] and table["frame"].dtype == np.int64
     np.testing.assert_array_equal(table["frame"], [0, 1])
     np.testing.assert_array_equal(table["z"], [1.5, 4.0])
     np.testing.assert_array_equal(table["link_cost"], [np.nan, 0.25])
+
+
+def test_binary_and_non_utf8_files(tmp_path, stack_array):
+    tiff = tmp_path / "s.tif"
+    io.write_stack(tiff, stack_array, (1, 1, 1))
+    with pytest.raises(io.InputError, match="not a readable CSV"):
+        io.read_table(tiff)
+    latin = tmp_path / "latin.csv"
+    latin.write_bytes("frame,x,note\n0,1,caf\xe9\n".encode("latin-1"))
+    with pytest.raises(io.InputError, match="UTF-8"):
+        io.read_table(latin, required=("frame",))
+
+
+def test_pandas_written_tables_and_parquet(tmp_path, rng):
+    pd = pytest.importorskip("pandas")
+    n = 1000
+    frame = pd.DataFrame({"track_id": np.arange(n) // 10, "frame": np.arange(n) % 10, "x": rng.random(n),
+                          "link_cost": np.where(np.arange(n) % 10 == 0, np.nan, rng.random(n)),
+                          "visible": rng.random(n) < 0.5, "label": [f"p{i}" for i in range(n)]})
+    frame.to_csv(tmp_path / "p.csv")  # with pandas' index column, NaN as empty cells
+    frame.to_parquet(tmp_path / "p.parquet")
+    for name in ("p.csv", "p.parquet"):
+        back = io.read_table(tmp_path / name, required=("frame", "x"))
+        assert list(back) == list(frame.columns)
+        assert back["track_id"].dtype == np.int64 and back["visible"].dtype == bool
+        assert back["label"].tolist() == frame["label"].tolist()
+        np.testing.assert_allclose(back["link_cost"], frame["link_cost"], rtol=1e-15)
+    ours = {name: frame[name].to_numpy() for name in frame}
+    io.write_table(tmp_path / "o.parquet", ours)
+    back = io.read_table(tmp_path / "o.parquet")
+    for name, column in ours.items():  # Parquet keeps full precision and the types
+        np.testing.assert_array_equal(back[name], column)
+    (tmp_path / "bad.parquet").write_text("not parquet")
+    with pytest.raises(io.InputError, match="not a readable Parquet"):
+        io.read_table(tmp_path / "bad.parquet")
+
+
+def test_csv_floats_have_nine_significant_digits(tmp_path):
+    values = np.array([0.1234567891234, 1e-5, 123456789.123, -2.5, 0.0, np.nan, np.inf, 1 / 3])
+    io.write_table(tmp_path / "f.csv", {"x": values, "b": np.array([True, False] * 4)})
+    lines = (tmp_path / "f.csv").read_text().splitlines()
+    assert lines[0] == "x,b"
+    written = [line.split(",")[0] for line in lines[1:]]
+    np.testing.assert_array_equal([float(text) for text in written], [float(f"{v:.9g}") for v in values])
+    assert max(len(text) for text in written) <= 11  # not the 17 digits of a full float64
+    assert [line.split(",")[1] for line in lines[1:]] == ["1", "0"] * 4
+    back = io.read_table(tmp_path / "f.csv")["x"]
+    np.testing.assert_array_equal(back, [float(f"{v:.9g}") for v in values])
 
 
 def test_header_only_and_large_tables(tmp_path, rng):

@@ -5,7 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from napari_tracker._edits import EditError, TrackEdits, squared_links
+from napari_tracker._edits import EditError, TrackEdits
+from napari_tracker._live_tracks import squared_links
 
 hypothesis = pytest.importorskip("hypothesis")
 from hypothesis import given, settings  # noqa: E402
@@ -226,3 +227,15 @@ def test_random_edit_sequences_undo_to_the_start(operations):
     while edits.can_undo:
         edits.undo()
     assert_same(snapshot(edits), before)
+
+
+def test_summary_names_the_frame_of_each_tracks_costliest_link():
+    table = make_tracks()
+    table["link_cost"][(table["track_id"] == 1) & (table["frame"] == 3)] = 99.0
+    edits = TrackEdits(table)
+    summary = edits.summary()
+    assert summary["worst_frame"].tolist() == [1, 3, 7]  # ties: the earliest link
+    edits.split_track(2, 7)  # track 2 keeps frame 6 only (no links): its start
+    summary = edits.summary()
+    assert summary["worst_frame"][summary["track_id"] == 2].tolist() == [6]
+    assert np.isnan(summary["max_link_cost"][summary["track_id"] == 2]).all()

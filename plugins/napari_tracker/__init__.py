@@ -1,9 +1,15 @@
 """napari plugin for tracker3d: open stacks and track tables, track, review and correct tracks, export.
 
-The npe2 manifest is ``napari.yaml``; its contributions live in ``_reader``,
-``_writer``, ``_sample_data`` and ``_widget``. ``_edits`` (the edit model
-with undo/redo) needs neither napari nor Qt. Importing this package imports
-neither.
+The npe2 manifest is ``napari.yaml`` (plugin name ``tracker3d``, the package's: npe2 requires them equal).
+Contributions: ``_reader``, ``_writer``, ``_sample_data`` and ``_widget``.
+
+The dock widget (``_widget.TrackerWidget``) lays out ``_track_panel.TrackPanel`` (stack, voxel size,
+parameter forms generated from :mod:`tracker.params` by ``_parameter_form``, a ``_tracking_run`` worker with
+cancel) over ``_review_panel.ReviewPanel`` (layer choice, colours and legend, the ``_track_table`` model,
+edit buttons), which drives ``_review.TrackReview`` (selection, jumps, edits on the viewer; helpers in
+``_view``, ``_selection_overlay``, ``_shortcuts``). The edit model ``_edits.TrackEdits`` (over
+``_live_tracks.LiveTracks`` and ``_track_summary``) needs neither napari nor Qt. Importing this package
+imports neither.
 """
 
 __version__ = "0.1.0"

@@ -10,6 +10,7 @@ link_confidence``) and applies the corrections a reviewer makes:
 * :meth:`~TrackEdits.reassign_point` to another track (swapping with that
   track's point in the same frame, if it has one) or to a new track.
 
+Reading (live rows, tables, per-track summary) is :class:`~napari_tracker._live_tracks.LiveTracks`'s part.
 Rows are never physically removed: the model keeps every row of the original
 table and an ``alive`` mask, and every edit is recorded as the few cells it
 changed (``track_id``, ``alive``, ``link_cost``, ``link_confidence``), so an
@@ -29,14 +30,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-REQUIRED_COLUMNS = ("track_id", "frame", "z", "y", "x")
-OUTPUT_COLUMNS = ("track_id", "frame", "z", "y", "x", "intensity", "quality", "link_cost", "link_confidence")
-"""The columns ``track run`` writes, in its order."""
-
-
-class EditError(ValueError):
-    """An edit that cannot be applied; the message is one line for the user."""
-
+from ._live_tracks import EditError, LiveTracks
 
 @dataclass
 class Edit:
@@ -48,24 +42,19 @@ class Edit:
     """``(track_id, row)`` a viewer should select after applying the edit."""
 
 
-def squared_links(table: Mapping[str, np.ndarray]) -> np.ndarray:
-    """Squared displacement (µm²) into each row from the previous point of its track; NaN at starts."""
-    track_id = np.asarray(table["track_id"])
-    frame = np.asarray(table["frame"])
-    n = len(track_id)
-    cost = np.full(n, np.nan)
-    if n < 2:
-        return cost
-    order = np.lexsort((frame, track_id))
-    xyz = np.column_stack([np.asarray(table[c], dtype=np.float64) for c in ("z", "y", "x")])[order]
-    same = track_id[order][1:] == track_id[order][:-1]
-    step = np.sum((xyz[1:] - xyz[:-1]) ** 2, axis=1)
-    cost[order[1:][same]] = step[same]
-    return cost
+def _predecessors(track_id: np.ndarray, frame: np.ndarray, mask: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Rows under ``mask`` sorted by (track, frame), and the row before each in its track (-1: none)."""
+    rows = np.flatnonzero(mask)
+    rows = rows[np.lexsort((frame[rows], track_id[rows]))]
+    ids = track_id[rows]
+    pred = np.full(len(rows), -1, dtype=np.int64)
+    same = ids[1:] == ids[:-1]
+    pred[1:][same] = rows[:-1][same]
+    return rows, pred
 
 
-class TrackEdits:
-    """A tracks table under review: edits, undo/redo, per-track summaries.
+class TrackEdits(LiveTracks):
+    """A tracks table under review: edits and undo/redo over :class:`~napari_tracker._live_tracks.LiveTracks`.
 
     Parameters
     ----------
@@ -77,151 +66,11 @@ class TrackEdits:
     """
 
     def __init__(self, table: Mapping[str, np.ndarray], max_undo: int = 1000):
-        missing = [c for c in REQUIRED_COLUMNS if c not in table]
-        if missing:
-            raise EditError(f"tracks table is missing column(s): {', '.join(missing)}")
-        columns = {name: np.array(column, copy=True) for name, column in table.items()}
-        lengths = {len(c) for c in columns.values()}
-        if len(lengths) > 1:
-            raise EditError(f"tracks table columns have different lengths: {sorted(lengths)}")
-        columns["track_id"] = columns["track_id"].astype(np.int64)
-        columns["frame"] = columns["frame"].astype(np.int64)
-        for name in ("z", "y", "x"):
-            columns[name] = columns[name].astype(np.float64)
-        if "link_cost" not in columns:
-            columns["link_cost"] = squared_links(columns)
-        else:
-            columns["link_cost"] = columns["link_cost"].astype(np.float64)
-        if "link_confidence" in columns:
-            columns["link_confidence"] = columns["link_confidence"].astype(np.float64)
-        self._columns = columns
-        self._n = len(columns["track_id"])
-        self._alive = np.ones(self._n, dtype=bool)
-        self._xyz = np.column_stack([columns["z"], columns["y"], columns["x"]])
-        self._next_id = int(columns["track_id"].max()) + 1 if self._n else 0
+        super().__init__(table)
+        self._next_id = int(self._columns["track_id"].max()) + 1 if self._n else 0
         self._undo: list[Edit] = []
         self._redo: list[Edit] = []
         self._max_undo = max_undo
-        self.version = 0
-        """Increases with every change (edit, undo, redo); views cache on it."""
-        self._cache: dict[str, object] = {}
-
-    # ------------------------------------------------------------------ views
-
-    @property
-    def n_rows(self) -> int:
-        """Rows of the original table, deleted ones included (row indices run up to this)."""
-        return self._n
-
-    def column(self, name: str) -> np.ndarray:
-        """A column over *all* rows (deleted included), indexed by row; read-only by convention."""
-        if name == "alive":
-            return self._alive
-        return self._columns[name]
-
-    @property
-    def column_names(self) -> list[str]:
-        return list(self._columns)
-
-    def rows(self) -> np.ndarray:
-        """Row indices of the live points, sorted by ``(track_id, frame)`` (the display order)."""
-        rows = self._cache.get("rows")
-        if rows is None:
-            alive = np.flatnonzero(self._alive)
-            order = np.lexsort((self._columns["frame"][alive], self._columns["track_id"][alive]))
-            rows = alive[order]
-            self._cache["rows"] = rows
-        return rows  # type: ignore[return-value]
-
-    def table(self, columns: list[str] | tuple[str, ...] | None = None) -> dict[str, np.ndarray]:
-        """The live points as a table sorted by ``(track_id, frame)``."""
-        rows = self.rows()
-        names = columns if columns is not None else list(self._columns)
-        return {name: self._columns[name][rows] for name in names if name in self._columns}
-
-    def output_table(self) -> dict[str, np.ndarray]:
-        """The live points in the column set and row order that ``track run`` writes."""
-        table = self.table()
-        order = np.lexsort((table["track_id"], table["frame"]))
-        names = [c for c in OUTPUT_COLUMNS if c in table] + [c for c in table if c not in OUTPUT_COLUMNS]
-        return {name: table[name][order] for name in names}
-
-    def track_ids(self) -> np.ndarray:
-        """Sorted ids of the live tracks."""
-        return np.unique(self._columns["track_id"][self.rows()])
-
-    def track_rows(self, track_id: int) -> np.ndarray:
-        """Rows of one track sorted by frame (empty if there is no such track)."""
-        rows = self.rows()
-        ids = self._columns["track_id"][rows]
-        lo, hi = np.searchsorted(ids, [track_id, track_id + 1])
-        return rows[lo:hi]
-
-    def point_at(self, track_id: int, frame: int) -> int | None:
-        """Row of ``track_id``'s point in ``frame``, if any."""
-        rows = self.track_rows(track_id)
-        hit = rows[self._columns["frame"][rows] == frame]
-        return int(hit[0]) if len(hit) else None
-
-    def summary(self) -> dict[str, np.ndarray]:
-        """One row per live track.
-
-        Columns: ``track_id``, ``length`` (points), ``start``, ``end`` (frames),
-        ``mean_speed`` (µm per frame: path length / frames spanned, NaN for a
-        single point), ``mean_link_cost``, ``max_link_cost`` (µm², NaN
-        without links).
-        """
-        cached = self._cache.get("summary")
-        if cached is not None:
-            return cached  # type: ignore[return-value]
-        rows = self.rows()
-        ids = self._columns["track_id"][rows]
-        frames = self._columns["frame"][rows]
-        if len(rows) == 0:
-            empty_f = np.empty(0)
-            result = {"track_id": np.empty(0, np.int64), "length": np.empty(0, np.int64),
-                      "start": np.empty(0, np.int64), "end": np.empty(0, np.int64),
-                      "mean_speed": empty_f, "mean_link_cost": empty_f, "max_link_cost": empty_f}
-            self._cache["summary"] = result
-            return result
-        starts = np.flatnonzero(np.r_[True, ids[1:] != ids[:-1]])
-        ends = np.r_[starts[1:], len(rows)] - 1
-        length = ends - starts + 1
-        xyz = self._xyz[rows]
-        step = np.r_[0.0, np.linalg.norm(xyz[1:] - xyz[:-1], axis=1)]
-        step[starts] = 0.0
-        path = np.add.reduceat(step, starts)
-        span = frames[ends] - frames[starts]
-        with np.errstate(invalid="ignore", divide="ignore"):
-            mean_speed = np.where(span > 0, path / np.maximum(span, 1), np.nan)
-        cost = self._columns["link_cost"][rows].copy()
-        cost[starts] = np.nan
-        has = np.isfinite(cost)
-        n_links = np.add.reduceat(has.astype(np.int64), starts)
-        total = np.add.reduceat(np.where(has, cost, 0.0), starts)
-        with np.errstate(invalid="ignore", divide="ignore"):
-            mean_cost = np.where(n_links > 0, total / np.maximum(n_links, 1), np.nan)
-        max_cost = np.maximum.reduceat(np.where(has, cost, -np.inf), starts)
-        max_cost[n_links == 0] = np.nan
-        result = {
-            "track_id": ids[starts],
-            "length": length.astype(np.int64),
-            "start": frames[starts],
-            "end": frames[ends],
-            "mean_speed": mean_speed,
-            "mean_link_cost": mean_cost,
-            "max_link_cost": max_cost,
-        }
-        self._cache["summary"] = result
-        return result
-
-    def per_point(self, name: str) -> np.ndarray:
-        """A per-track summary column broadcast to the live points (display order)."""
-        summary = self.summary()
-        rows = self.rows()
-        ids = self._columns["track_id"][rows]
-        index = np.searchsorted(summary["track_id"], ids)
-        return np.asarray(summary[name])[index]
 
     # ------------------------------------------------------------------ history
 
@@ -374,21 +223,6 @@ class TrackEdits:
         else:
             self._columns[name][rows] = values
 
-    def _changed(self) -> None:
-        self.version += 1
-        self._cache.clear()
-
-    def _predecessors(self, mask: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """Rows under ``mask`` (alive, of the affected tracks) and the row before each in its track (-1: none)."""
-        rows = np.flatnonzero(mask)
-        order = np.lexsort((self._columns["frame"][rows], self._columns["track_id"][rows]))
-        rows = rows[order]
-        ids = self._columns["track_id"][rows]
-        pred = np.full(len(rows), -1, dtype=np.int64)
-        same = ids[1:] == ids[:-1]
-        pred[1:][same] = rows[:-1][same]
-        return rows, pred
-
     def _commit(
         self,
         description: str,
@@ -401,7 +235,7 @@ class TrackEdits:
         rows = np.asarray(rows, dtype=np.int64)
         ids = self._columns["track_id"]
         affected = np.unique(np.concatenate([ids[rows], track_id if track_id is not None else []]).astype(np.int64))
-        before_rows, before_pred = self._predecessors(self._alive & np.isin(ids, affected))
+        before_rows, before_pred = _predecessors(ids, self._columns["frame"], self._alive & np.isin(ids, affected))
         edit = Edit(description, selection=selection)
         if track_id is not None:
             edit.changes.append(("track_id", rows, ids[rows].copy(), np.asarray(track_id, dtype=np.int64)))
@@ -409,7 +243,7 @@ class TrackEdits:
         if alive is not None:
             edit.changes.append(("alive", rows, self._alive[rows].copy(), np.asarray(alive, dtype=bool)))
             self._alive[rows] = alive
-        after_rows, after_pred = self._predecessors(self._alive & np.isin(ids, affected))
+        after_rows, after_pred = _predecessors(ids, self._columns["frame"], self._alive & np.isin(ids, affected))
         # Links into a row change where its predecessor changed.
         previous = np.full(self._n, -2, dtype=np.int64)
         previous[before_rows] = before_pred

@@ -7,24 +7,38 @@ napari (lazily); everything else is numpy.
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Mapping
 from typing import Any
+from weakref import WeakKeyDictionary
 
 import numpy as np
 
-from ._edits import OUTPUT_COLUMNS, TrackEdits, squared_links
+from ._edits import TrackEdits
+from ._live_tracks import OUTPUT_COLUMNS, squared_links
 
 KIND_KEY = "tracker_kind"
 """Layer metadata key: ``"tracks"``, ``"ground_truth"``, ``"detections"``, ``"stack"``."""
 
 COLOUR_BY = {
-    # label shown to the user: (feature the Tracks layer colours by, colormap name)
-    "track": ("colour_track", "tracker_track"),
-    "link cost": ("colour_cost", "tracker_cost"),
-    "ground truth": ("colour_truth", "tracker_truth"),
+    # label shown to the user: the feature the Tracks layer colours by
+    "track": "colour_track",
+    "link cost": "colour_cost",
+    "link confidence": "colour_confidence",
+    "ground truth": "colour_truth",
 }
 TRACK_FEATURES = ("intensity", "quality", "link_cost", "link_confidence", "track_length", "mean_speed")
 POINT_SIZE_UM = 0.6
+
+# Colour-blind-safe palettes: ColorBrewer's RdYlBu for the scales, Okabe & Ito's blue/vermillion for
+# correct/wrong (told apart with every common colour-vision deficiency); grey is "no link".
+NO_LINK = "#808080"
+CORRECT = "#56b4e9"
+WRONG = "#d55e00"
+GOOD_TO_BAD = ("#74add1", "#abd9e9", "#ffffbf", "#fdae61", "#d73027")
+"""RdYlBu from its lighter blue: the good end must show on a dark background."""
+CONFIDENCE_FLOOR = 0.1
+"""Confidence c is drawn at colour value ``0.1 + 0.9 c``; below 0.1 lies the grey of links without one."""
 
 
 def contrast_limits(frame: np.ndarray) -> list[float]:
@@ -39,14 +53,27 @@ def colormaps() -> dict[str, Any]:
     from napari.utils.colormaps import Colormap, ensure_colormap
 
     turbo = ensure_colormap("turbo")
+    scale = np.linspace(CONFIDENCE_FLOOR, 1.0, len(GOOD_TO_BAD))
     return {
         "colour_track": Colormap(turbo.colors, controls=turbo.controls, name="tracker_track"),
-        # low cost blue, median yellow, high red
-        "colour_cost": Colormap(["#4575b4", "#91bfdb", "#ffffbf", "#fc8d59", "#d73027"], name="tracker_cost"),
-        # 0 no link (grey), 0.5 wrong link (red), 1 correct link (green)
-        "colour_truth": Colormap(["#808080", "#ff2020", "#30ff30"], controls=[0, 1 / 3, 2 / 3, 1],
+        "colour_cost": Colormap(list(GOOD_TO_BAD), name="tracker_cost"),  # low cost blue, high red
+        "colour_confidence": Colormap([NO_LINK, NO_LINK, *GOOD_TO_BAD[::-1]],  # low confidence red, high blue
+                                      controls=[0.0, CONFIDENCE_FLOOR * 0.99, *scale], name="tracker_confidence"),
+        # 0 no link, 0.5 wrong link, 1 correct link
+        "colour_truth": Colormap([NO_LINK, WRONG, CORRECT], controls=[0, 1 / 3, 2 / 3, 1],
                                  interpolation="zero", name="tracker_truth"),
     }
+
+
+def legend(mode: str) -> list[tuple[str, str]]:
+    """``(colour, meaning)`` pairs that explain colour mode ``mode`` (empty for "track": one colour each)."""
+    if mode == "link cost":
+        return [(GOOD_TO_BAD[0], "low cost"), (GOOD_TO_BAD[2], "median"), (GOOD_TO_BAD[-1], "≥ 95th percentile")]
+    if mode == "link confidence":
+        return [(GOOD_TO_BAD[-1], "0"), (GOOD_TO_BAD[2], "0.5"), (GOOD_TO_BAD[0], "1"), (NO_LINK, "no link")]
+    if mode == "ground truth":
+        return [(CORRECT, "correct link"), (WRONG, "wrong link"), (NO_LINK, "no link")]
+    return []
 
 
 def track_colour_values(track_id: np.ndarray) -> np.ndarray:
@@ -74,6 +101,18 @@ def cost_colour_values(link_cost: np.ndarray, track_id: np.ndarray) -> np.ndarra
     scale = max(float(np.percentile(cost[finite], 95)), 1e-12)
     values = np.clip(np.where(finite, cost, 0.0) / scale, 0.0, 1.0)
     return _starts_take_next(values, np.asarray(track_id))
+
+
+def confidence_colour_values(link_confidence: np.ndarray | None, track_id: np.ndarray) -> np.ndarray:
+    """Link confidence c mapped to ``0.1 + 0.9 c``; a start takes its first link's, and no link (NaN) is 0 (grey).
+
+    napari draws nothing where a colour value is NaN, so none is left (rows sorted by track, frame).
+    """
+    if link_confidence is None:
+        return np.zeros(len(track_id))
+    confidence = np.clip(np.asarray(link_confidence, dtype=np.float64), 0.0, 1.0)
+    values = _starts_take_next(CONFIDENCE_FLOOR + (1.0 - CONFIDENCE_FLOOR) * confidence, np.asarray(track_id))
+    return np.where(np.isfinite(values), values, 0.0)
 
 
 def truth_colour_values(correct: np.ndarray | None, track_id: np.ndarray) -> np.ndarray:
@@ -110,6 +149,7 @@ def tracks_layer_data(
         features["gt_link"] = np.asarray(correct, dtype=np.int8)
     features["colour_track"] = track_colour_values(table["track_id"])
     features["colour_cost"] = cost_colour_values(table["link_cost"], table["track_id"])
+    features["colour_confidence"] = confidence_colour_values(table.get("link_confidence"), table["track_id"])
     features["colour_truth"] = truth_colour_values(correct, table["track_id"])
     graph: dict[int, list[int]] = {}
     if "parent_track_id" in table:
@@ -120,6 +160,58 @@ def tracks_layer_data(
                 if int(parent) not in graph[int(child)]:
                     graph[int(child)].append(int(parent))
     return data, features, graph
+
+
+_EDITS_OF_LAYER: WeakKeyDictionary = WeakKeyDictionary()
+"""Tracks layer -> its :class:`TrackEdits`, for as long as the layer lives."""
+
+
+def _key(layer):
+    """The layer itself: napari hands plugins short-lived proxies of it (``__wrapped__``), useless as weak keys."""
+    return getattr(layer, "__wrapped__", layer)
+
+
+def _shows(edits: TrackEdits, layer) -> bool:
+    """Whether ``layer`` still shows what ``edits`` holds (nothing else changed it)."""
+    table = edits.table(["track_id", "frame", "z", "y", "x"])
+    data = np.asarray(layer.data, dtype=np.float64)
+    if len(table["frame"]) == 0:
+        return not layer.visible and len(data) == 1  # the placeholder of an emptied layer
+    return data.shape == (len(table["frame"]), 5) and np.array_equal(data, np.column_stack(list(table.values())))
+
+
+def edits_of_layer(layer) -> TrackEdits:
+    """The edit model of a Tracks layer: the one an earlier review left (with its undo history) if the layer
+    still shows it, else a new one from the layer's data and features."""
+    edits = _EDITS_OF_LAYER.get(_key(layer))
+    if edits is None or not _shows(edits, layer):
+        edits = TrackEdits(table_from_tracks_layer(layer.data, layer.features, layer.scale, layer.translate))
+        _EDITS_OF_LAYER[_key(layer)] = edits
+    return edits
+
+
+def was_edited(layer) -> bool:
+    """Whether a review has edited ``layer`` (its edit history, undone edits included, is not empty)."""
+    edits = _EDITS_OF_LAYER.get(_key(layer))
+    return edits is not None and edits.version > 0
+
+
+def show_tracks(layer, edits: TrackEdits, correct: np.ndarray | None, colour_by: str) -> None:
+    """Put the live points of ``edits`` into a Tracks layer, coloured by ``colour_by`` (a :data:`COLOUR_BY` key)."""
+    data, features, graph = tracks_layer_data(edits, correct)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)  # "color_by key not present" while data and features differ
+        if len(data) == 0:
+            data = np.zeros((1, 5))  # napari cannot show an empty Tracks layer; hide it instead
+            features = {k: np.zeros(1, dtype=np.asarray(v).dtype) for k, v in features.items()}
+            layer.visible = False
+        layer.data = data
+        layer.features = features
+        if graph or layer.graph:
+            layer.graph = graph
+    if not isinstance(layer.colormaps_dict, dict) or set(COLOUR_BY.values()) - set(layer.colormaps_dict):
+        layer.colormaps_dict = colormaps()
+    layer.color_by = COLOUR_BY[colour_by]
 
 
 def table_from_tracks_layer(
@@ -203,12 +295,11 @@ def points_layer_data(table: Mapping[str, np.ndarray]) -> tuple[np.ndarray, dict
 def tracks_layer_kwargs(name: str, features: dict[str, np.ndarray], graph: dict, kind: str = "tracks",
                         colour_by: str = "track", **metadata: Any) -> dict[str, Any]:
     """Keyword arguments for ``viewer.add_tracks`` / a layer-data tuple."""
-    feature, _ = COLOUR_BY[colour_by]
     return {
         "name": name,
         "features": features,
         "graph": graph,
-        "color_by": feature,
+        "color_by": COLOUR_BY[colour_by],
         "colormaps_dict": colormaps(),
         "tail_width": 3,
         "tail_length": 10,

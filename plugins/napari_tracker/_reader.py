@@ -24,15 +24,24 @@ LayerData = list[tuple[Any, dict[str, Any], str]]
 
 
 def napari_get_reader(path: str | list[str]) -> Callable[[str | list[str]], LayerData] | None:
-    """Return :func:`read` if every path is a TIFF or a CSV this plugin understands, else ``None``."""
+    """A reader if this plugin can open every path, else None (napari then asks other readers).
+
+    The files are opened here (stacks lazily: a memory map or one frame at a time), so a TIFF this
+    plugin cannot track (a single 2D image, several channels, corrupt) or a CSV without the columns of a
+    tracks, ground-truth or detections table is left to other readers instead of failing later.
+    """
     paths = [path] if isinstance(path, (str, Path)) else list(path)
     if not paths or not all(_kind(Path(p)) for p in paths):
         return None
-    return read
+    try:
+        layers = read(paths)
+    except (ValueError, OSError):  # tracker.io's InputError is a ValueError
+        return None
+    return lambda _path: layers
 
 
 def read(path: str | list[str]) -> LayerData:
-    """Layer-data tuples for each path."""
+    """Layer-data tuples for each path (raises ``InputError`` for a file it cannot open)."""
     paths = [path] if isinstance(path, (str, Path)) else list(path)
     layers: LayerData = []
     for p in paths:
@@ -77,7 +86,10 @@ def stack_layer_data(path: Path, voxel_size=None) -> tuple[Any, dict[str, Any], 
         "colormap": "gray",
         "contrast_limits": contrast_limits(stack.frame(stack.n_frames // 2)),
         "metadata": {KIND_KEY: "stack", "path": str(path), "voxel_size": tuple(stack.voxel_size),
-                     "notes": list(stack.notes)},
+                     "notes": list(stack.notes),
+                     # read_stack's note when the file has no voxel size (then 1 µm)
+                     "voxel_size_assumed": voxel_size is None and any(n.startswith("no voxel size")
+                                                                      for n in stack.notes)},
     }
     return data, kwargs, "image"
 

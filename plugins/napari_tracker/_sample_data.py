@@ -13,8 +13,9 @@ SAMPLE_DIR = Path(__file__).resolve().parents[2] / "sample_data"
 # The parameters sample_data/README.md regenerates the bundled sample with (bit-identical).
 SAMPLE_PARAMETERS = {"frames": 20, "shape": (16, 96, 96), "voxel_size": (0.4, 0.15, 0.15), "particles": 40,
                      "step": 0.4, "persistence": 0.5, "psf_sigma": (0.45, 0.18, 0.18), "snr": 5.0, "seed": 7}
-RECOMMENDED = {"spot_radius": (0.8, 0.3, 0.3), "max_displacement": 1.2}
-"""Detection/linking parameters the sample README recommends (the widget offers them)."""
+RECOMMENDED = {"spot_radius_um": (0.8, 0.3, 0.3), "max_displacement_um": 1.2}
+"""Detection/linking parameters (:mod:`tracker.params` field names) that sample_data/README.md recommends for
+the sample; the widget fills them in when the sample is selected."""
 
 
 def simulate(frames=20, shape=(16, 96, 96), voxel_size=(0.4, 0.15, 0.15), particles=40, step=0.4,

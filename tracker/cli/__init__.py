@@ -12,6 +12,7 @@ from __future__ import annotations
 import click
 
 from .. import __version__
+from .convert import convert_command
 from .evaluate import evaluate_command
 from .link import link_command
 from .run import run_command
@@ -32,7 +33,7 @@ def main() -> None:
     """
 
 
-for _command in (run_command, link_command, simulate_command, evaluate_command, solvers_command):
+for _command in (run_command, link_command, simulate_command, evaluate_command, convert_command, solvers_command):
     main.add_command(_command)
 
 __all__ = ["main"]

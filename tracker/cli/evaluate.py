@@ -8,24 +8,28 @@ from pathlib import Path
 
 import click
 
-from ._options import UM, FiniteFloatRange, user_errors
+from ._options import UM, FiniteFloatRange, Triple, user_errors
 
 
 @click.command("evaluate")
 @user_errors
-@click.argument("tracks", type=click.Path(dir_okay=False, path_type=Path))
-@click.argument("ground_truth", type=click.Path(dir_okay=False, path_type=Path))
+@click.argument("tracks", type=click.Path(path_type=Path))
+@click.argument("ground_truth", type=click.Path(path_type=Path))
 @click.option("--match-distance", type=FiniteFloatRange(min=0, min_open=True), default=1.0, show_default=True,
               help=f"Largest distance ({UM}) at which a tracked point matches a true one (range > 0).")
+@click.option("--voxel-size", type=Triple(), help=f"Voxel size Z,Y,X in {UM}, for files whose positions are in "
+                                                  "voxels (ISBI challenge XML, TrackMate XML in pixels).")
 @click.option("--json", "as_json", is_flag=True, help="Print the metrics as JSON (null where a measure is undefined).")
-def evaluate_command(tracks: Path, ground_truth: Path, match_distance: float, as_json: bool) -> None:
-    """Compare TRACKS with GROUND_TRUTH (CSVs): detection, link and ISBI 2012 measures."""
-    from ..io import read_table
+def evaluate_command(tracks: Path, ground_truth: Path, match_distance: float, voxel_size, as_json: bool) -> None:
+    """Compare TRACKS with GROUND_TRUTH: detection, link and ISBI 2012 measures.
+
+    Both may be CSV, Parquet, GEFF, TrackMate XML or ISBI 2012 XML (by the extension).
+    """
+    from ..io import read_tracks
     from ..metrics import evaluate as evaluate_tracks
     from ..validation import check_detections
 
-    columns = ("track_id", "frame", "z", "y", "x")
-    tables = [check_detections(read_table(path, columns), what=str(path), drop_duplicates=False)
+    tables = [check_detections(read_tracks(path, voxel_size=voxel_size), what=str(path), drop_duplicates=False)
               for path in (tracks, ground_truth)]
     metrics = evaluate_tracks(*tables, match_distance)
     if as_json:

@@ -7,22 +7,25 @@ from pathlib import Path
 import click
 
 from ..params import LinkingParams
+from .convert import format_option
 from ._options import ProgressBars, echo_summary, model_options, parameters_path, parameters_text, user_errors, verbosity_options
 
 
 @click.command("link")
 @user_errors  # outermost: a bad --config is a user error too
 @click.argument("detections", type=click.Path(dir_okay=False, path_type=Path))
-@click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path), required=True,
-              help="Tracks CSV to write; the parameters used go beside it (tracks.csv → tracks.params.toml).")
+@click.option("-o", "--output", type=click.Path(path_type=Path), required=True,
+              help="Tracks file to write; the parameters used go beside it (tracks.csv → tracks.params.toml).")
 @model_options(LinkingParams)
 @click.option("--overwrite", is_flag=True, help="Replace existing output files.")
+@format_option()
 @verbosity_options
-def link_command(detections: Path, output: Path, linking: LinkingParams, overwrite: bool, quiet: bool) -> None:
+def link_command(detections: Path, output: Path, linking: LinkingParams, overwrite: bool, output_format: str | None,
+                 quiet: bool) -> None:
     """Link a detections table (CSV with columns frame, z, y, x in µm) into tracks."""
     import numpy as np
 
-    from ..io import read_table, write_table, write_text
+    from ..io import read_table, write_text, write_tracks
     from ..io._atomic import check_outputs
     from ..linking import link_detections
     from ..validation import check_detections, check_gate
@@ -33,7 +36,7 @@ def link_command(detections: Path, output: Path, linking: LinkingParams, overwri
     check_gate(table, linking.max_displacement_um)
     with ProgressBars(enabled=not quiet) as progress:
         tracks, summary = link_detections(table, progress=progress, return_summary=True, **linking.to_dict())
-    write_table(output, tracks, overwrite=overwrite)
+    write_tracks(output, tracks, output_format, overwrite=overwrite, parameters={"linking": linking.to_dict()})
     write_text(saved, parameters_text(linking), overwrite=overwrite)
     if not quiet:
         n_tracks = len(np.unique(tracks["track_id"])) if len(tracks["track_id"]) else 0

@@ -8,6 +8,7 @@ from pathlib import Path
 import click
 
 from ..params import DetectionParams, LinkingParams
+from .convert import format_option
 from ._options import (
     UM, ProgressBars, Triple, echo_summary, model_options, parameters_path, parameters_text, user_errors, verbosity_options,
 )
@@ -15,9 +16,9 @@ from ._options import (
 
 @click.command("run")
 @user_errors  # outermost: a bad --config is a user error too
-@click.argument("stack", type=click.Path(dir_okay=False, path_type=Path))
-@click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path),
-              help="Tracks CSV to write [default: STACK_tracks.csv next to the stack]; the parameters used "
+@click.argument("stack", type=click.Path(path_type=Path))  # (a Zarr / OME-Zarr stack is a folder)
+@click.option("-o", "--output", type=click.Path(path_type=Path),
+              help="Tracks file to write [default: STACK_tracks.csv next to the stack]; the parameters used "
                    "go beside it (tracks.csv → tracks.params.toml).")
 @click.option("--detections", "detections_path", type=click.Path(dir_okay=False, path_type=Path),
               help="Also write the detections table (CSV) here.")
@@ -25,9 +26,11 @@ from ._options import (
 @click.option("--axes", help="Axes of the TIFF when its metadata is ambiguous, e.g. TZYX, ZYX or TYX.")
 @model_options(DetectionParams, LinkingParams)
 @click.option("--overwrite", is_flag=True, help="Replace existing output files.")
+@format_option()
 @verbosity_options
 def run_command(stack: Path, output: Path | None, detections_path: Path | None, voxel_size, axes: str | None,
-        detection: DetectionParams, linking: LinkingParams, overwrite: bool, quiet: bool) -> None:
+        detection: DetectionParams, linking: LinkingParams, overwrite: bool, output_format: str | None,
+        quiet: bool) -> None:
     """Detect spots in every frame of STACK (a T,Z,Y,X TIFF) and link them into tracks.
 
     Writes a CSV with one row per tracked point: track_id, frame, z, y, x (µm),
@@ -37,7 +40,7 @@ def run_command(stack: Path, output: Path | None, detections_path: Path | None, 
     starts. The parameters used are saved beside it (OUTPUT.params.toml);
     --config reads them back.
     """
-    from ..io import read_stack, write_table, write_text
+    from ..io import read_stack, write_table, write_text, write_tracks
     from ..io._atomic import check_outputs
     from ..pipeline import track_stack
 
@@ -53,7 +56,8 @@ def run_command(stack: Path, output: Path | None, detections_path: Path | None, 
     with ProgressBars(enabled=not quiet) as progress:
         result = track_stack(data, detection=detection, linking=linking, progress=progress)
     tracks = {k: v for k, v in result.tracks.items() if not k.endswith("_vox")}
-    write_table(output, tracks, overwrite=overwrite)
+    write_tracks(output, tracks, output_format, overwrite=overwrite, voxel_size=data.voxel_size, image_path=stack,
+                 parameters={"detection": detection.to_dict(), "linking": linking.to_dict()})
     if detections_path:
         write_table(detections_path, result.detections, overwrite=overwrite)
     write_text(saved, parameters_text(detection, linking), overwrite=overwrite)

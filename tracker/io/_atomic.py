@@ -14,15 +14,16 @@ from ..errors import InputError
 def check_writable(path: str | os.PathLike, overwrite: bool = False) -> Path:
     """Fail early (:class:`InputError`, one line) if ``path`` cannot be written; returns it as a ``Path``.
 
-    Refuses an existing file unless ``overwrite``, a folder, a folder that does not exist, and a folder where
-    no file can be created (tried: a temporary file is made and removed, which also catches read-only file
-    systems and full quotas that permission bits do not show).
+    Refuses an existing file unless ``overwrite``; an existing folder unless ``overwrite`` and it is a Zarr store
+    (a GEFF or OME-Zarr output, replaced whole: any other folder is never replaced); a folder that does not
+    exist; and a folder where no file can be created (tried: a temporary file is made and removed, which also
+    catches read-only file systems and full quotas that permission bits do not show).
     """
     target = Path(path)
-    if target.is_dir():
-        raise InputError(f"{target} is a folder, not a file")
     if target.exists() and not overwrite:
         raise InputError(f"{target} already exists (use --overwrite to replace it)")
+    if target.is_dir() and not any((target / name).is_file() for name in ("zarr.json", ".zgroup", ".zattrs")):
+        raise InputError(f"{target} is a folder, not a file (only a Zarr store, such as a GEFF output, is replaced)")
     folder = target.parent
     if not folder.is_dir():
         raise InputError(f"folder {folder} does not exist" if not folder.exists() else f"{folder} is not a folder")

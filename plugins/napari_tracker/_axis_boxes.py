@@ -1,0 +1,52 @@
+"""Three spin boxes for a value per axis (z, y, x), e.g. a voxel size or an anisotropic spot radius."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from qtpy.QtCore import Signal
+from qtpy.QtWidgets import QDoubleSpinBox, QHBoxLayout, QWidget
+
+AXES = ("z", "y", "x")
+
+
+class AxisBoxes(QWidget):
+    """One decimal spin box per axis z, y, x, side by side (label it "(z, y, x)"); ``valueChanged`` when any changes."""
+
+    valueChanged = Signal()  # noqa: N815 (Qt naming)
+
+    def __init__(self, minimum: float, maximum: float, step: float, decimals: int, unit: str = "", parent=None):
+        super().__init__(parent)
+        row = QHBoxLayout(self)
+        row.setContentsMargins(0, 0, 0, 0)
+        self.boxes: list[QDoubleSpinBox] = []
+        for _ in AXES:
+            box = QDoubleSpinBox()
+            box.setDecimals(decimals)
+            box.setRange(minimum, maximum)
+            box.setSingleStep(step)
+            if unit:
+                box.setSuffix(f" {unit}")
+            box.valueChanged.connect(lambda *args: self.valueChanged.emit())
+            row.addWidget(box)
+            self.boxes.append(box)
+
+    def setToolTip(self, text: str) -> None:  # noqa: N802 (Qt API)
+        super().setToolTip(text)
+        for box in self.boxes:
+            box.setToolTip(text)
+
+    def value(self) -> tuple[float, float, float]:
+        return tuple(box.value() for box in self.boxes)  # type: ignore[return-value]
+
+    def setValue(self, value: float | Sequence[float]) -> None:  # noqa: N802 (Qt naming)
+        """One number for every axis, ``(z, y, x)``, or ``(y, x)`` (z takes y's)."""
+        numbers = tuple(value) if isinstance(value, (tuple, list)) or hasattr(value, "__len__") else (value,)
+        numbers = (numbers[0],) * (len(self.boxes) - len(numbers)) + numbers
+        self.blockSignals(True)
+        try:
+            for box, number in zip(self.boxes, numbers):
+                box.setValue(float(number))
+        finally:
+            self.blockSignals(False)
+        self.valueChanged.emit()

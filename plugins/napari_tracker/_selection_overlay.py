@@ -1,0 +1,85 @@
+"""The selected track drawn as a thick line and its selected point as a ring, over the reviewed layer."""
+
+from __future__ import annotations
+
+import warnings
+from typing import Any
+
+import numpy as np
+
+from ._edits import TrackEdits
+from ._layers import KIND_KEY
+
+SELECTION_COLOUR = "#ffff00"
+
+
+class SelectionOverlay:
+    """Two helper layers (a Tracks and a Points layer) that show the selection in ``viewer``.
+
+    They are created on first use, carry ``metadata[KIND_KEY] == "selection"`` (so the widget's layer
+    lists skip them) and are removed by :meth:`remove`.
+    """
+
+    def __init__(self, viewer):
+        self.viewer = viewer
+        self._layers: dict[str, Any] = {}
+
+    def show(self, edits: TrackEdits | None, track_id: int | None, row: int | None, tail_length: int = 10) -> None:
+        """Draw track ``track_id`` and the point in ``row`` (None: hide)."""
+        if edits is None or track_id is None:
+            self.hide()
+            return
+        rows = edits.track_rows(track_id)
+        data = np.column_stack([edits.column(c)[rows] for c in ("track_id", "frame", "z", "y", "x")])
+        track_layer = self._layer("track")
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", UserWarning)  # "color_by key not present" while data and features differ
+            track_layer.data = data.astype(np.float64)
+            track_layer.features = {"selected": np.ones(len(rows))}
+        track_layer.color_by = "selected"
+        track_layer.tail_length = tail_length
+        track_layer.visible = True
+        point_layer = self._layer("point")
+        if row is not None:
+            point_layer.data = np.array([[edits.column(c)[row] for c in ("frame", "z", "y", "x")]], float)
+            point_layer.visible = True
+        else:
+            point_layer.visible = False
+
+    def hide(self) -> None:
+        for layer in self._layers.values():
+            layer.visible = False
+
+    def remove(self) -> None:
+        """Take the helper layers out of the viewer."""
+        for layer in self._layers.values():
+            if layer in self.viewer.layers:
+                self.viewer.layers.remove(layer)
+        self._layers.clear()
+
+    def _layer(self, which: str):
+        layer = self._layers.get(which)
+        if layer is not None and layer in self.viewer.layers:
+            return layer
+        from napari.layers import Points, Tracks
+        from napari.utils.colormaps import Colormap
+
+        active = self.viewer.layers.selection.active
+        metadata = {KIND_KEY: "selection"}
+        if which == "track":
+            layer = Tracks(
+                np.zeros((1, 5)), name="selected track", features={"selected": np.ones(1)}, color_by="selected",
+                colormaps_dict={"selected": Colormap([SELECTION_COLOUR, SELECTION_COLOUR], name="tracker_selected")},
+                tail_width=7, tail_length=10, head_length=0, opacity=0.9, blending="translucent",
+                metadata=metadata,
+            )
+        else:
+            layer = Points(
+                np.zeros((1, 4)), name="selected point", size=1.2, symbol="ring", face_color=SELECTION_COLOUR,
+                border_width=0, blending="translucent_no_depth", metadata=metadata,
+            )
+        self.viewer.add_layer(layer)
+        if active is not None and active in self.viewer.layers:
+            self.viewer.layers.selection.active = active  # adding a layer makes it active; keep the user's
+        self._layers[which] = layer
+        return layer

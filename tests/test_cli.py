@@ -480,5 +480,5 @@ def test_evaluate_names_a_bad_tracks_file(simulated, tmp_path):
     _, truth = simulated
     tracks = tmp_path / "t.csv"
     tracks.write_text("track_id,frame,z,y,x\n0,0,1,1,1\n0,1,1,,1\n")
-    assert one_line_error(invoke("evaluate", tracks, truth)) == (
-        f"Error: {tracks}: column 'y' has missing or non-finite values (first at row 2)")
+    assert one_line_error(invoke("evaluate", tracks, truth)).startswith(
+        f"Error: {tracks}: column 'y' has missing or non-finite values")

@@ -208,3 +208,10 @@ def test_render_arguments_are_checked(arguments, message):
     keywords = {"shape": (1, 4, 8, 8), "voxel_size_um": (0.4, 0.15, 0.15), **arguments}
     with pytest.raises(ValueError, match=re.escape(message)):
         render_stack(truth, **keywords)
+
+
+def test_a_dataframe_is_checked_as_a_table():
+    pandas = pytest.importorskip("pandas")
+    frame = pandas.DataFrame({"frame": [0.0, 1.0], "z": [1.0, 2.0], "y": [0.0, 0.0], "x": [0.0, 0.0]})
+    checked = check_detections(frame)
+    assert checked["frame"].dtype == np.int64 and list(checked) == ["frame", "z", "y", "x"]

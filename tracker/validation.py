@@ -89,7 +89,7 @@ def check_detections(table: Mapping[str, np.ndarray], what: str = "detections", 
 
     Parameters
     ----------
-    table : Table
+    table : Table or pandas.DataFrame
         ``frame`` and ``z, y, x`` (µm; ``y, x`` for 2D tables), other columns carried over.
     what : str
         How messages name the table (a file name, "detections").
@@ -101,7 +101,8 @@ def check_detections(table: Mapping[str, np.ndarray], what: str = "detections", 
     Returns
     -------
     Table
-        A new table: ``frame`` as int64, positions as float64, the other columns as given, rows in their order.
+        A new table (a dict of arrays): ``frame`` as int64, positions as float64, the other columns as given, rows
+        in their order.
 
     Raises
     ------
@@ -109,18 +110,18 @@ def check_detections(table: Mapping[str, np.ndarray], what: str = "detections", 
         A missing column, columns of different lengths, a frame number that is not a whole number below
         :data:`FRAME_LIMIT` in magnitude (0.5, NaN, 1e20), or a position that is not a finite number.
     """
-    axes = spatial_axes(table)
-    missing = [name for name in ("frame", *axes) if name not in table]
+    checked = {name: np.asarray(table[name]) for name in table}  # (a dict, also of a pandas.DataFrame)
+    axes = spatial_axes(checked)
+    missing = [name for name in ("frame", *axes) if name not in checked]
     if missing:
         raise InputError(f"{what} is missing column(s): {', '.join(missing)}")
     try:
-        n_rows = table_length(table)
+        n_rows = table_length(checked)
     except ValueError as error:
         raise InputError(f"{what}: {error}") from None
-    checked = dict(table)
-    checked["frame"] = _frame_numbers(np.asarray(table["frame"]), what)
+    checked["frame"] = _frame_numbers(checked["frame"], what)
     for name in axes:
-        column = _numbers(np.asarray(table[name]), what, name)
+        column = _numbers(checked[name], what, name)
         bad = ~np.isfinite(column)
         if bad.any():
             raise InputError(f"{what}: column {name!r} has missing or non-finite values "

@@ -363,7 +363,7 @@ os.replace = _slow_replace
 """
 
 
-@pytest.mark.parametrize("kind", ["SIGTERM", "SIGHUP"])
+@pytest.mark.parametrize("kind", ["SIGTERM", "SIGHUP", "SIGINT"])
 def test_a_signal_during_a_write_removes_the_partial_file(tmp_path, kind):
     if not hasattr(signal, kind):
         pytest.skip(f"no {kind} here")

@@ -38,8 +38,9 @@ def user_errors(command: Callable) -> Callable:
 
     * User errors (``ValueError``, which :class:`tracker.errors.InputError` is, ``RuntimeError``, ``OSError``)
       print one line and exit with code 1; click's usage errors (a bad option value) exit with code 2.
-    * SIGTERM and SIGHUP stop the command as SIGINT does: files being written are removed (their ``.part``
-      temporaries, :func:`tracker.io.atomic_path`), one line says so, and the exit code is 128 + the signal.
+    * SIGINT (Ctrl-C), SIGTERM and SIGHUP stop the command: files being written are removed (their ``.part``
+      temporaries, :func:`tracker.io.atomic_path`), one line says so, and the exit code is 128 + the signal
+      (130, 143, 129).
     * A closed standard output (``track evaluate ... | head -1``) ends the command quietly, exit code 0.
     * Warnings for users (:class:`tracker.validation.InputWarning`) print as one line, ``warning: ...``.
     """
@@ -54,9 +55,10 @@ def user_errors(command: Callable) -> Callable:
         except BrokenPipeError:
             _quiet_closed_stdout()
             raise click.exceptions.Exit(0) from None
-        except _Stopped as stop:
-            click.echo(f"Error: stopped by {stop.name}; files being written were removed", err=True)
-            raise click.exceptions.Exit(128 + stop.signum) from None
+        except (_Stopped, KeyboardInterrupt) as stop:
+            signum = stop.signum if isinstance(stop, _Stopped) else signal.SIGINT
+            click.echo(f"Error: stopped by {signal.Signals(signum).name}; files being written were removed", err=True)
+            raise click.exceptions.Exit(128 + signum) from None
         except (ValueError, RuntimeError, OSError) as error:  # tracker.errors.InputError is a ValueError
             raise click.ClickException(str(error).splitlines()[0] if str(error) else type(error).__name__) from None
 
@@ -70,7 +72,6 @@ class _Stopped(BaseException):
     def __init__(self, signum: int):
         super().__init__(signum)
         self.signum = signum
-        self.name = signal.Signals(signum).name
 
 
 @contextlib.contextmanager

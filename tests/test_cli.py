@@ -424,11 +424,14 @@ def test_absurd_sizes_are_refused_up_front(simulated, tmp_path, args, message):
     assert list(tmp_path.iterdir()) == []
 
 
-def test_a_spot_under_half_a_voxel_warns(simulated, tmp_path):
+def test_a_spot_under_half_a_voxel_or_no_spot_warns(simulated, tmp_path):
     stack, _ = simulated
     result = invoke("run", stack, "-o", tmp_path / "t.csv", "--spot-radius", "1e-6")
     assert result.exit_code == 0
     assert "warning: --spot-radius 1e-06 µm is under half a voxel" in result.output
+    result = invoke("run", stack, "-o", tmp_path / "u.csv", "--threshold", "1000")
+    assert result.exit_code == 0
+    assert "warning: no spots found in 15 frame(s): check --spot-radius and --voxel-size" in result.output
 
 
 @pytest.mark.parametrize("frame", ["1e20", "-1e20", "0.5", "nan"])

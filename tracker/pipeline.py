@@ -129,6 +129,9 @@ def detect_stack(
             progress(Stage.DETECT, t + 1, stack.n_frames)
     if stack.n_frames and n_constant == stack.n_frames:
         raise InputError("every frame of the stack is constant (a blank image): there is nothing to detect")
+    if stack.n_frames and not any(len(table["frame"]) for table in tables):
+        warnings.warn(f"no spots found in {stack.n_frames} frame(s): check --spot-radius and --voxel-size (both in "
+                      f"µm) and --threshold", InputWarning, stacklevel=2)
     return concat_tables(tables) if tables else empty_detections()
 
 

@@ -146,10 +146,7 @@ def simulate_scenario(
     ndim = ndim if ndim is not None else (3 if name == "virus" else 2)
     if ndim not in (2, 3):
         raise ValueError(f"ndim must be 2 or 3, got {ndim}")
-    field = np.asarray(field_px if field_px is not None else ((16, 512, 512) if ndim == 3 else (512, 512)), float)
-    pixel = np.asarray(pixel_um if pixel_um is not None else ((0.3, 0.1, 0.1) if ndim == 3 else (0.1, 0.1)), float)
-    if field.shape != (ndim,) or pixel.shape != (ndim,):
-        raise ValueError(f"field_px and pixel_um need {ndim} values")
+    field, pixel = _field_and_pixel(ndim, field_px, pixel_um)
     motion = MOTIONS[name]
     rng = np.random.default_rng(seed)
     # In 3D the z step is in z pixels, which are larger: scale it so that the motion is isotropic in µm.
@@ -236,8 +233,7 @@ def degrade(
         level = DETECTION_LEVELS[level]
     axes = [a for a in ("z", "y", "x") if a in truth]
     ndim = len(axes)
-    field = np.asarray(field_px if field_px is not None else ((16, 512, 512) if ndim == 3 else (512, 512)), float)
-    pixel = np.asarray(pixel_um if pixel_um is not None else ((0.3, 0.1, 0.1) if ndim == 3 else (0.1, 0.1)), float)
+    field, pixel = _field_and_pixel(ndim, field_px, pixel_um)
     rng = np.random.default_rng(seed)
     frames = np.asarray(truth["frame"], dtype=np.int64)
     positions = np.column_stack([np.asarray(truth[a], dtype=np.float64) for a in axes]).reshape(-1, ndim)
@@ -255,6 +251,15 @@ def degrade(
     table = {"frame": frames[order]}
     table.update({axis: positions[order, i] for i, axis in enumerate(axes)})
     return table
+
+
+def _field_and_pixel(ndim: int, field_px, pixel_um) -> tuple[np.ndarray, np.ndarray]:
+    """The field of view (pixels) and pixel size (µm) per axis, or their defaults (512 × 512 (× 16), 0.1 µm (z 0.3))."""
+    field = np.asarray(field_px if field_px is not None else ((16, 512, 512) if ndim == 3 else (512, 512)), float)
+    pixel = np.asarray(pixel_um if pixel_um is not None else ((0.3, 0.1, 0.1) if ndim == 3 else (0.1, 0.1)), float)
+    if field.shape != (ndim,) or pixel.shape != (ndim,):
+        raise ValueError(f"field_px and pixel_um need {ndim} values")
+    return field, pixel
 
 
 def _random_unit(rng: np.random.Generator, k: int, ndim: int) -> np.ndarray:

@@ -97,7 +97,9 @@ def linear_sum_assignment(cost: Any, maximize: bool = False, *, solver: str = "a
     if matrix.ndim != 2:
         raise ValueError(f"expected a matrix (2-D array), got a {matrix.ndim}-D array instead")
     if matrix.dtype.kind not in "biuf":
-        raise ValueError(f"cost matrix must be real numbers, not {matrix.dtype}")
+        # SciPy's exception and wording (its test suite matches "Cannot cast array data")
+        raise TypeError(f"Cannot cast array data from {matrix.dtype!r} to dtype('float64') according to the "
+                        "rule 'safe'")
     backend = get_solver(solver, "dense")
     xp = _module_for(backend)
     # to the solver's device first (a GPU checks and converts a large matrix much faster than the host)

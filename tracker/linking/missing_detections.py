@@ -207,12 +207,11 @@ def missed_detection_evidence(state: TrackState, prediction: Prediction, missing
     reach = prediction.edge_distance() * np.sqrt(max_gap + 1)
     low, high = bounding_box(state.positions)
     wide = face_axes(state.positions, (low, high), reach)
-    inner = ~(edge_clearance(state.positions, (low, high), wide) < reach)
-    ends = np.flatnonzero(~state.has_successor & (frames < frames[-1]) & inner)
-    starts = np.flatnonzero((state.predecessor < 0) & (frames > frames[0]) & inner)
+    ends, starts = _ends_and_starts(state)
+    ends = ends[~(edge_clearance(state.positions[ends], (low, high), wide) < reach)]
+    starts = starts[~(edge_clearance(state.positions[starts], (low, high), wide) < reach)]
     if len(ends) == 0 or len(starts) == 0:
         return MissedDetectionEvidence()
-    track = _first_point_of_track(state.predecessor)
     step_variance = prediction.step_variance()
     p = prediction.persistence()
     ndim = prediction.model.ndim
@@ -226,10 +225,11 @@ def missed_detection_evidence(state: TrackState, prediction: Prediction, missing
         spread = float(spread_factor(p, np.array([dt]), np.zeros(1, bool))[0])
         radius = min(DEFAULT_GATE_SIGMAS * np.sqrt(step_variance * spread), prediction.gate * np.sqrt(dt))
         # A missed detection leaves nothing where the particle was: no detection within two standard
-        # deviations of the midpoint in the frames between (else the pair is a link taken by another track).
+        # deviations of the midpoint in the frames between (a Brownian bridge: half the gap's spread), else
+        # the pair is a link taken by another track.
         empty_radius = 2.0 * np.sqrt(step_variance * spread) / 2.0
-        causal += _close_pairs(state, track, ends, starts, dt, radius, empty_radius)
-        reverse += _close_pairs(state, track, starts, ends, dt, radius, empty_radius)
+        causal += _close_pairs(state, ends, starts, dt, radius, empty_radius, high[0] - low[0])
+        reverse += _close_pairs(state, starts, ends, dt, radius, empty_radius, high[0] - low[0])
         if volume > 0 and wide.any():  # (a box of the points' own making gives no density)
             ball = np.pi ** (ndim / 2) / gamma(ndim / 2 + 1) * radius**ndim
             chance += float(ends_per_frame[:-dt] @ starts_per_frame[dt:]) * min(ball / volume, 1.0)
@@ -256,55 +256,62 @@ def radius_cuts_steps(state: TrackState, prediction: Prediction, missing: Missin
     n = len(state)
     if n == 0 or not prediction.adaptive_radius:
         return False
-    frames = state.frames
-    inner = missing.inner(np.arange(n), prediction)
-    ends = np.flatnonzero(~state.has_successor & (frames < frames[-1]) & inner)
-    starts = np.flatnonzero((state.predecessor < 0) & (frames > frames[0]) & inner)
+    ends, starts = _ends_and_starts(state)
+    ends, starts = ends[missing.inner(ends, prediction)], starts[missing.inner(starts, prediction)]
     if len(ends) == 0 or len(starts) == 0:
         return False
-    track = _first_point_of_track(state.predecessor)
-    cut = _close_pairs(state, track, ends, starts, 1, prediction.gate, 0.0)
+    span = float(np.ptp(state.positions[:, 0]))
+    cut = _close_pairs(state, ends, starts, 1, prediction.gate, 0.0, span)
     # Expected without a wrong tail: chance pairs, and the steps the model's own tail puts past the radius.
-    expected = _close_pairs(state, track, starts, ends, 1, prediction.gate, 0.0) + missing.inner_beyond_radius
+    expected = _close_pairs(state, starts, ends, 1, prediction.gate, 0.0, span) + missing.inner_beyond_radius
     significant = cut > 0 and poisson.sf(cut - 1, max(expected, 1e-12)) <= EVIDENCE_P_VALUE
     return bool(significant and cut - expected > CUT_OFF_EXCESS * missing.inner_beyond_radius)
 
 
-def _close_pairs(state, track, early, late, dt, radius, empty_radius) -> int:
+def _ends_and_starts(state: TrackState) -> tuple[np.ndarray, np.ndarray]:
+    """Points that end a track before the last frame, and points that start one after the first."""
+    frames = state.frames
+    return (np.flatnonzero(~state.has_successor & (frames < frames[-1])),
+            np.flatnonzero((state.predecessor < 0) & (frames > frames[0])))
+
+
+def _close_pairs(state, early, late, dt, radius, empty_radius, span) -> int:
     """Pairs (an ``early`` point at frame ``f``, a ``late`` one at ``f + dt``) of different tracks within
-    ``radius`` (µm), with no detection within ``empty_radius`` of their midpoint in the frames between."""
+    ``radius`` (µm), with no detection within ``empty_radius`` of their midpoint in the frames between.
+
+    All frames in one search: a point of frame ``f`` (early) or ``f + dt`` (late) is moved to slab ``f``
+    along the first axis, slabs farther apart than the radius, so that only pairs of one slab are found
+    (as :func:`tracker.linking.gap_closing.close_gaps` does); ``span`` is the points' extent along that axis.
+    """
     positions, frames = state.positions, state.frames
-    late_frames = frames[late]  # (sorted: points are in frame order)
-    bounds = np.searchsorted(frames, np.arange(int(frames[-1]) + 2))
-    count = 0
-    for frame in np.unique(frames[early]):
-        lo, hi = np.searchsorted(late_frames, [frame + dt, frame + dt + 1])
-        if lo == hi:
-            continue
-        sources, targets = early[frames[early] == frame], late[lo:hi]
-        pairs = cKDTree(positions[sources]).query_ball_tree(cKDTree(positions[targets]), radius)
-        first = np.array([s for s, hits in zip(sources, pairs) for _ in hits], dtype=np.int64)
-        second = np.array([t for hits in pairs for t in targets[hits]], dtype=np.int64)
-        keep = track[first] != track[second]
-        first, second = first[keep], second[keep]
-        if len(first) == 0:
-            continue
-        middle = 0.5 * (positions[first] + positions[second])
-        between = np.arange(bounds[frame + 1], bounds[frame + dt])
-        if len(between):
-            near = cKDTree(positions[between]).query(middle, distance_upper_bound=empty_radius)[0]
-            keep = ~np.isfinite(near)
-        else:
-            keep = np.ones(len(first), dtype=bool)
-        count += int(keep.sum())
-    return count
-
-
-def _first_point_of_track(predecessor: np.ndarray) -> np.ndarray:
-    """Each point's track, as the index of the track's first point (pointer jumping: O(log length) passes)."""
-    root = np.where(predecessor >= 0, predecessor, np.arange(len(predecessor)))
-    while True:
-        jumped = root[root]
-        if np.array_equal(jumped, root):
-            return root
-        root = jumped
+    if len(early) == 0 or len(late) == 0:
+        return 0
+    sources = positions[early].copy()
+    targets = positions[late].copy()
+    slab = span + 2.0 * max(radius, empty_radius) + 1.0
+    sources[:, 0] += frames[early] * slab
+    targets[:, 0] += (frames[late] - dt) * slab
+    pairs = cKDTree(sources).sparse_distance_matrix(cKDTree(targets), radius, output_type="ndarray")
+    first, second = early[pairs["i"]], late[pairs["j"]]
+    # An end before a start belongs to another track; a start before an end, to the same one when the end's
+    # track goes back ``dt`` links to the start.
+    back = second.copy()
+    for _ in range(dt):
+        back = np.where(back >= 0, state.predecessor[np.maximum(back, 0)], -1)
+    different = back != first
+    first, second = first[different], second[different]
+    if len(first) == 0 or dt < 2:
+        return int(len(first))
+    middle = 0.5 * (positions[first] + positions[second])
+    empty = np.ones(len(first), dtype=bool)
+    for step in range(1, dt):  # each frame between, its points moved to the slab of the pair's first frame
+        wanted = np.unique(frames[first]) + step
+        lo, hi = np.searchsorted(frames, wanted), np.searchsorted(frames, wanted, side="right")
+        between = np.concatenate([np.arange(a, b) for a, b in zip(lo, hi)])
+        moved = positions[between].copy()
+        moved[:, 0] += (frames[between] - step) * slab
+        query = middle.copy()
+        query[:, 0] += frames[first] * slab
+        near = cKDTree(moved).query(query, distance_upper_bound=empty_radius)[0]
+        empty &= ~np.isfinite(near)
+    return int(empty.sum())

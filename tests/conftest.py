@@ -18,6 +18,7 @@ from __future__ import annotations
 import ctypes
 import ctypes.util
 import functools
+import importlib.util
 import os
 import re
 import select
@@ -70,15 +71,28 @@ def _first_line(error: BaseException) -> str:
     return str(error).splitlines()[0] if str(error) else type(error).__name__
 
 
+_PLUGIN_PROBLEMS: list[str] = []
+"""Why a GUI plugin that is installed failed to load (its tests then skip with the reason)."""
+
+
 def pytest_addoption(parser, pluginmanager):
     """Load the GUI plugins now, where Qt's GUI imports: still in time for their own options."""
     if gui_problem() is not None:
         return
     for name in GUI_PLUGINS:
+        if importlib.util.find_spec(name.split(".")[0]) is None:
+            continue  # (not installed: its tests skip through importorskip)
         try:
             pluginmanager.import_plugin(name)
-        except ImportError:  # (not installed: its tests skip through importorskip)
-            pass
+        except Exception as error:  # (an ImportError, or OpenGL's OSError, from deep inside)
+            while error.__cause__ or error.__context__:  # (the first error, not pytest's wrapping of it)
+                error = error.__cause__ or error.__context__
+            _PLUGIN_PROBLEMS.append(f"the pytest plugin {name} cannot load ({_first_line(error)}): " + INSTALL_HINT)
+
+
+def napari_problem() -> str | None:
+    """Why napari tests cannot run in this process (Qt's GUI, OpenGL, a GUI plugin), or None."""
+    return gui_problem() or (_PLUGIN_PROBLEMS[0] if _PLUGIN_PROBLEMS else None)
 
 
 def no_display() -> str | None:
@@ -91,7 +105,7 @@ def no_display() -> str | None:
 def pytest_pycollect_makemodule(module_path, parent):
     """A napari test module that cannot run here (no Qt GUI, no display): skipped whole, with the reason, without
     importing it (which may fail, or take seconds)."""
-    problem = gui_problem() or no_display()
+    problem = napari_problem() or no_display()
     if problem is not None and _NAPARI_MODULE.search(Path(module_path).read_text(encoding="utf-8")):
         return _SkippedModule.from_parent(parent, path=Path(module_path), reason=problem)
     return None
@@ -114,7 +128,7 @@ def pytest_collection_modifyitems(config, items):
                 item.add_marker(skip_gpu)
     napari_items = [item for item in items if "napari" in item.keywords]
     if napari_items:
-        problem = gui_problem() or _display_problem(config)
+        problem = napari_problem() or _display_problem(config)
         if problem is not None:
             for item in napari_items:
                 item.add_marker(pytest.mark.skip(reason=problem))

@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # System libraries for the napari plugin tests (Debian 12, no display): Xvfb and Mesa's software
 # OpenGL (Qt's offscreen platform gives napari no OpenGL context), and the libraries Qt 6's xcb
-# platform plugin loads. pytest-xvfb starts Xvfb by itself. Safe to run twice; a no-op where the
-# packages are already present; skipped (with a message) where apt-get is missing or we are not root.
+# platform plugin loads. tests/conftest.py starts a private Xvfb when napari tests are selected; where
+# any of these is missing, those tests skip with the reason and the rest run. Safe to run twice; a
+# no-op where the packages are already present; skipped (with a message) where apt-get is missing or
+# we are not root.
 set -euo pipefail
 
 PACKAGES=(

@@ -4,7 +4,12 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import re
+import signal
+import subprocess
+import sys
+from pathlib import Path
 
 import click
 import numpy as np
@@ -288,3 +293,195 @@ def test_verbosity_sets_the_tracker_logger():
     assert "not ours" not in plain + verbose
     # The stderr handler lives only while a command runs; the library keeps only its NullHandler.
     assert all(isinstance(h, logging.NullHandler) for h in logging.getLogger("tracker").handlers)
+
+
+# --- The guarantees (issue 25): inputs are never outputs, one-line errors, signals, pipes, strict JSON. ---------
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def run_cli(*args, cwd, script=None, **kwargs) -> subprocess.Popen:
+    """``track ARGS`` in a fresh interpreter importing this checkout (``script``: Python run before the CLI)."""
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), str(ROOT / "plugins"),
+                                                        os.environ.get("PYTHONPATH", "")])}
+    code = (script or "") + "\nfrom tracker.cli import main\nmain()\n"
+    return subprocess.Popen([sys.executable, "-c", code, *map(str, args)], cwd=cwd, env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **kwargs)
+
+
+def one_line_error(result, code: int = 1) -> str:
+    """The message of a user error: exit ``code``, one ``Error:`` line, no traceback."""
+    assert result.exit_code == code, result.output
+    assert "Traceback" not in result.output
+    errors = [line for line in result.output.splitlines() if line.startswith("Error:")]
+    assert len(errors) == 1, result.output
+    if code == 1:
+        assert result.output.strip() == errors[0]
+    return errors[0]
+
+
+def test_inputs_are_never_outputs(simulated, tmp_path):
+    stack, truth = simulated
+    raw = stack.read_bytes()
+    detections = tmp_path / "det.csv"
+    io.write_table(detections, {"frame": np.array([0, 1]), "z": np.ones(2), "y": np.ones(2), "x": np.ones(2)})
+    cases = [
+        (["run", stack, "-o", stack, "--overwrite"], "-o " + str(stack) + " is the input STACK"),
+        (["run", stack, "-o", tmp_path / "x.csv", "--detections", tmp_path / "x.csv"],
+         "--detections " + str(tmp_path / "x.csv") + " is the same file as -o"),
+        (["link", detections, "-o", detections, "--overwrite"], "is the input DETECTIONS"),
+        (["simulate", tmp_path / "s.tif", "--ground-truth", tmp_path / "s.tif"], "is the same file as OUTPUT"),
+    ]
+    for args, message in cases:
+        assert message in one_line_error(invoke(*args))
+    assert stack.read_bytes() == raw and sorted(p.name for p in tmp_path.iterdir()) == ["det.csv"]
+
+
+def test_an_unwritable_output_is_found_before_any_work(simulated, tmp_path, monkeypatch):
+    stack, _ = simulated
+    (tmp_path / "file").write_text("not a folder")
+
+    def never(*args, **kwargs):
+        raise AssertionError("tracking started")
+
+    monkeypatch.setattr("tracker.pipeline.track_stack", never)
+    message = one_line_error(invoke("run", stack, "-o", tmp_path / "file" / "t.csv"))
+    assert "is not a folder" in message
+    message = one_line_error(invoke("run", tmp_path / "missing.tif", "--detections", tmp_path / "no" / "d.csv",
+                                    "-o", tmp_path / "t.csv"))
+    assert "folder " + str(tmp_path / "no") + " does not exist" in message  # before the missing stack
+
+
+SLOW_RENAME = """
+import os, sys, time
+_replace = os.replace
+def _slow_replace(source, target):
+    sys.stderr.write("renaming\\n"); sys.stderr.flush()
+    time.sleep(60)
+    _replace(source, target)
+os.replace = _slow_replace
+"""
+
+
+@pytest.mark.parametrize("kind", ["SIGTERM", "SIGHUP", "SIGINT"])
+def test_a_signal_during_a_write_removes_the_partial_file(tmp_path, kind):
+    if not hasattr(signal, kind):
+        pytest.skip(f"no {kind} here")
+    process = run_cli("simulate", "s.tif", "--frames", 2, "--shape", "4,32,32", cwd=tmp_path, script=SLOW_RENAME)
+    assert process.stderr.readline().strip() == "renaming"  # the .part file is complete, its rename waits
+    assert [p.name for p in tmp_path.iterdir() if p.name.endswith(".part")]
+    process.send_signal(getattr(signal, kind))
+    _, stderr = process.communicate(timeout=30)
+    assert process.returncode == 128 + getattr(signal, kind)
+    assert stderr.strip() == f"Error: stopped by {kind}; files being written were removed"
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_closed_pipe_ends_quietly(simulated, tmp_path):
+    """``track evaluate ... | head -1``: the reader is gone before the first line; exit 0, nothing on stderr."""
+    _, truth = simulated
+    process = run_cli("evaluate", truth, truth, cwd=tmp_path)
+    process.stdout.close()  # (the only reader: every write now fails with EPIPE)
+    stderr = process.stderr.read()
+    assert process.wait(timeout=60) == 0 and stderr == ""
+
+
+@pytest.mark.parametrize("args, option", [
+    (["run", "S", "--threshold", "nan"], "--threshold"),
+    (["run", "S", "--threshold", "inf"], "--threshold"),
+    (["run", "S", "--spot-radius", "inf"], "--spot-radius"),
+    (["run", "S", "--gap-penalty", "nan"], "--gap-penalty"),
+    (["link", "D", "-o", "t.csv", "--max-displacement", "nan"], "--max-displacement"),
+    (["evaluate", "T", "T", "--match-distance", "-1"], "--match-distance"),
+    (["evaluate", "T", "T", "--match-distance", "nan"], "--match-distance"),
+    (["evaluate", "T", "T", "--match-distance", "inf"], "--match-distance"),
+    (["simulate", "s.tif", "--snr", "0"], "--snr"),
+    (["simulate", "s.tif", "--blink", "1.5"], "--blink"),
+    (["simulate", "s.tif", "--death-rate", "2"], "--death-rate"),
+    (["simulate", "s.tif", "--birth-rate", "-1"], "--birth-rate"),
+    (["simulate", "s.tif", "--shape", "0,10,10"], "--shape"),
+    (["run", "S", "--no-such-option"], "--no-such-option"),
+])
+def test_bad_option_values_are_usage_errors(tmp_path, args, option):
+    """Exit code 2 (click's usage errors), one line naming the option (and the accepted range), nothing written."""
+    message = one_line_error(CliRunner().invoke(main, args), code=2)
+    assert option in message
+    assert "nan" not in args or "not a finite number" in message
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("args, message", [
+    (["run", "{stack}", "--spot-radius", "100"], "--spot-radius 100 µm is 250 voxels along z"),
+    (["run", "{stack}", "--voxel-size", "1e-9,1e-9,1e-9"], "--spot-radius 0.5 µm is 5e+08 voxels along z"),
+    (["simulate", "{tmp}/s.tif", "--shape", "2000,2000,2000"], "rendering 20 frames of 2000 × 2000 × 2000 voxels"),
+    (["simulate", "{tmp}/s.tif", "--voxel-size", "1e-9,1e-9,1e-9"], "--psf-sigma 0.45 µm is 4.5e+08 voxels"),
+    (["simulate", "{tmp}/s.tif", "--particles", "1000000000000"], "simulating 1000000000000 particles"),
+])
+def test_absurd_sizes_are_refused_up_front(simulated, tmp_path, args, message):
+    stack, _ = simulated
+    args = [a.format(stack=stack, tmp=tmp_path) for a in args]
+    assert message in one_line_error(invoke(*args, "-o", tmp_path / "t.csv") if args[0] == "run" else invoke(*args))
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_spot_under_half_a_voxel_or_no_spot_warns(simulated, tmp_path):
+    stack, _ = simulated
+    result = invoke("run", stack, "-o", tmp_path / "t.csv", "--spot-radius", "1e-6")
+    assert result.exit_code == 0
+    assert "warning: --spot-radius 1e-06 µm is under half a voxel" in result.output
+    result = invoke("run", stack, "-o", tmp_path / "u.csv", "--threshold", "1000")
+    assert result.exit_code == 0
+    assert "warning: no spots found in 15 frame(s): check --spot-radius and --voxel-size" in result.output
+
+
+@pytest.mark.parametrize("frame", ["1e20", "-1e20", "0.5", "nan"])
+def test_corrupt_frame_numbers_are_refused(tmp_path, frame):
+    detections = tmp_path / "d.csv"
+    detections.write_text(f"frame,z,y,x\n0,1,1,1\n{frame},1,1,1\n")
+    assert "frame" in one_line_error(invoke("link", detections, "-o", tmp_path / "t.csv"))
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["d.csv"]
+
+
+def test_duplicated_rows_are_reported_and_dropped(tmp_path):
+    detections = tmp_path / "d.csv"
+    rows = [(t, 1.0 + 0.1 * t, 2.0, 2.0 + k * 3) for t in range(4) for k in range(2)]
+    detections.write_text("frame,z,y,x\n" + "".join(f"{t},{z},{y},{x}\n" for t, z, y, x in rows + rows[:3]))
+    result = invoke("link", detections, "-o", tmp_path / "t.csv", "--max-displacement", 1)
+    assert result.exit_code == 0, result.output
+    assert "warning: " + str(detections) + ": 3 duplicated row(s)" in result.output
+    tracks = io.read_table(tmp_path / "t.csv")
+    assert len(tracks["frame"]) == 8 and len(np.unique(tracks["track_id"])) == 2
+
+
+def test_a_gate_too_large_for_memory_is_refused(tmp_path, monkeypatch):
+    rng = np.random.default_rng(0)
+    detections = tmp_path / "d.csv"
+    io.write_table(detections, {"frame": np.repeat(np.arange(3), 300), **{a: rng.random(900) * 20 for a in "zyx"}})
+    monkeypatch.setattr("tracker.validation.memory_budget", lambda: 2 * 1024**2)
+    message = one_line_error(invoke("link", detections, "-o", tmp_path / "t.csv", "--max-displacement", "1e9"))
+    assert re.search(r"--max-displacement 1e\+09 µm admits about 9e\+04 candidate links .* more than the 2 MiB "
+                     r"this machine can spare: give --max-displacement [0-9.]+ or less", message), message
+    suggested = re.search(r"give --max-displacement ([0-9.]+)", message).group(1)
+    assert invoke("link", detections, "-o", tmp_path / "t.csv", "--max-displacement", suggested, "-q").exit_code == 0
+
+
+def test_evaluate_json_is_strict_with_null_for_undefined_measures(simulated, tmp_path):
+    _, truth = simulated
+    empty = tmp_path / "empty.csv"
+    empty.write_text("track_id,frame,z,y,x\n")
+    result = invoke("evaluate", empty, truth, "--json")  # (nothing on standard error)
+    assert result.exit_code == 0
+
+    def refuse(constant):
+        raise AssertionError(f"{constant} is not JSON")
+
+    scores = json.loads(result.stdout, parse_constant=refuse)
+    assert scores["rmse_um"] is None and scores["detection_recall"] == 0.0
+
+
+def test_evaluate_names_a_bad_tracks_file(simulated, tmp_path):
+    _, truth = simulated
+    tracks = tmp_path / "t.csv"
+    tracks.write_text("track_id,frame,z,y,x\n0,0,1,1,1\n0,1,1,,1\n")
+    assert one_line_error(invoke("evaluate", tracks, truth)).startswith(
+        f"Error: {tracks}: column 'y' has missing or non-finite values")

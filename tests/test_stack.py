@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 import pytest
 
 from tracker.errors import InputError
 from tracker.stack import FrameArray, Stack, as_stack
+from tracker.validation import InputWarning
 
 
 class CountingReader:
@@ -57,9 +60,19 @@ def test_as_stack_keeps_array_likes_lazy(frames):
     lazy = FrameArray(data.shape, data.dtype, reader)
     stack = as_stack(lazy, (1, 2, 3))
     assert stack.data is lazy and reader.reads == [] and stack.voxel_size == (1.0, 2.0, 3.0)
-    assert as_stack(data).data is data and as_stack(data).voxel_size == (1.0, 1.0, 1.0)
+    assert as_stack(data, (1, 1, 1)).data is data
     assert as_stack(stack) is stack and as_stack(stack, (2, 2, 2)).data is lazy
-    assert as_stack(data.tolist()).shape == data.shape
+    assert as_stack(data.tolist(), (1, 1, 1)).shape == data.shape
+
+
+def test_an_array_without_voxel_size_warns(frames):
+    """Every size is in µm: a bare array's 1 µm voxels are said, not silently assumed."""
+    with pytest.warns(InputWarning, match="no voxel size given for an array: assuming 1 µm voxels"):
+        stack = as_stack(frames[0])
+    assert stack.voxel_size == (1.0, 1.0, 1.0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        as_stack(as_stack(frames[0], (1, 1, 1)))  # a Stack keeps its own
 
 
 @pytest.mark.parametrize("voxel_size", [(1, 2), (1, 0, 1), (1, -1, 1), (1, float("nan"), 1), "abc"])

@@ -18,6 +18,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 
 import numpy as np
@@ -25,8 +26,19 @@ from scipy.spatial import cKDTree
 
 from . import lap
 from .tables import positions_um, require_columns, spatial_axes
+from .validation import check_detections
 
 DEFAULT_MATCH_DISTANCE_UM = 1.0
+
+
+def _check_match_distance(match_distance_um: float) -> None:
+    """A one-line ``ValueError`` unless the match distance (the gate ε) is a finite number > 0 µm."""
+    try:
+        valid = math.isfinite(float(match_distance_um)) and float(match_distance_um) > 0
+    except (TypeError, ValueError):
+        valid = False
+    if not valid:
+        raise ValueError(f"--match-distance must be a finite number > 0 µm, got {match_distance_um!r}")
 
 
 def _visible_ground_truth(ground_truth: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
@@ -52,6 +64,7 @@ def match_points(
     distance_um : float64 array
         Distance of each pair (µm).
     """
+    _check_match_distance(match_distance_um)
     point_frames = np.asarray(points["frame"])
     truth_frames = np.asarray(ground_truth["frame"])
     point_xyz, truth_xyz = positions_um(points), positions_um(ground_truth)
@@ -100,6 +113,9 @@ def link_correctness(
         ``1`` correct, ``0`` wrong (an end unmatched, or not a ground-truth
         link), ``-1`` no link (the point starts its track).
     """
+    _check_match_distance(match_distance_um)
+    tracks = check_detections(tracks, what="tracks", drop_duplicates=False)
+    ground_truth = check_detections(ground_truth, what="ground truth", drop_duplicates=False)
     require_columns(tracks, ("track_id", "frame", *spatial_axes(tracks)), what="tracks")
     truth = _visible_ground_truth(ground_truth)
     correct, _ = _correct_links(tracks, truth, match_distance_um)
@@ -168,6 +184,9 @@ def evaluate(
         link_precision, link_f1``, the same three ``_given_detections``
         (see the module docstring), ``alpha, beta, jsc, jsc_theta`` and counts.
     """
+    _check_match_distance(match_distance_um)
+    tracks = check_detections(tracks, what="tracks", drop_duplicates=False)
+    ground_truth = check_detections(ground_truth, what="ground truth", drop_duplicates=False)
     require_columns(tracks, ("track_id", "frame", *spatial_axes(tracks)), what="tracks")
     truth = _visible_ground_truth(ground_truth)
     n_points, n_truth = len(tracks["frame"]), len(truth["frame"])
@@ -214,6 +233,7 @@ def isbi_measures(
     exists (ε where only one does); a dummy costs ``ε |θ|``.
     """
     truth = _visible_ground_truth(ground_truth)
+    _check_match_distance(epsilon_um)
     eps = float(epsilon_um)
     t_ids, t_track = np.unique(np.asarray(truth["track_id"]), return_inverse=True)
     p_ids, p_track = np.unique(np.asarray(tracks["track_id"]), return_inverse=True)

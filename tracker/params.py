@@ -230,6 +230,28 @@ class LinkingParams(_Validated):
              "per frame pair (moderate sizes). See `track solvers`.")
 
 
+@dataclass(frozen=True)
+class SimulationParams(_Validated):
+    """The ground truth ``track simulate`` makes (:func:`tracker.simulate.simulate_tracks`, :func:`tracker.simulate.
+    render_stack`): the motion, births and deaths, blinking and noise; the volume's shape, voxel size and PSF are
+    options of the command."""
+
+    _section = "simulation"
+
+    n_frames: int = _param(20, cli="--frames", minimum=1, help="Number of frames.")
+    n_particles: int = _param(40, cli="--particles", minimum=0, help="Particles in view at the start.")
+    step_um: float = _param(0.4, unit=UM, cli="--step", minimum=0, help="RMS displacement per frame.")
+    persistence: float = _param(
+        0.5, cli="--persistence", minimum=0, maximum=1, help="Persistence of motion: 0 Brownian, 1 straight lines.")
+    snr: float = _param(6.0, cli="--snr", minimum=0, minimum_open=True, help="Peak signal over background noise.")
+    birth_rate: float = _param(0.0, cli="--birth-rate", minimum=0,
+                               help="New particles per frame, as a fraction of the particles at the start.")
+    death_rate: float = _param(0.0, cli="--death-rate", minimum=0, maximum=1, help="Per-frame probability of dying.")
+    blink_probability: float = _param(0.0, cli="--blink", minimum=0, maximum=1,
+                                      help="Per-frame probability that a particle is invisible.")
+    seed: int = _param(0, cli="--seed", minimum=0, help="Seed of the random generators: same seed, same data.")
+
+
 DETECTION_DEFAULTS = DetectionParams()
 """The defaults; core functions take their keyword defaults from here."""
 

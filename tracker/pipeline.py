@@ -10,6 +10,7 @@ parameter model (:mod:`tracker.params`): a bad value is a one-line
 from __future__ import annotations
 
 import time
+import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -24,6 +25,7 @@ from .params import DETECTION_DEFAULTS, LINKING_DEFAULTS, DetectionParams, Linki
 from .progress import ProgressCallback, Stage
 from .stack import Stack, as_stack
 from .tables import Table, concat_tables, empty_detections
+from .validation import InputWarning, check_detection_scale, check_gate
 
 DEFAULT_SPOT_RADIUS_UM = DETECTION_DEFAULTS.spot_radius_um
 """Kept for the napari widget until it reads :data:`tracker.params.DETECTION_DEFAULTS`."""
@@ -99,27 +101,68 @@ def detect_stack(
     ValueError
         A parameter out of its range (one line, naming it).
     InputError
-        If a frame holds NaN/infinite values, or the whole stack is constant.
+        If a frame holds NaN/infinite values, or the whole stack is constant; if the spot radius in voxels
+        exceeds the volume or a frame cannot be filtered in memory
+        (:func:`tracker.validation.check_detection_scale`, before any work); if the GPU runs out of memory with
+        ``device="gpu"`` (with ``"auto"``: an :class:`~tracker.validation.InputWarning`, and the CPU detects
+        that frame and the rest).
     """
     keywords = {"spot_radius_um": spot_radius_um, "threshold": _D.threshold if threshold is None else threshold,
                 "device": device}
     arguments = _stage_params(DetectionParams, detection, _D, keywords).to_dict()
-    xp = resolve_device(arguments.pop("device"))
+    check_detection_scale(stack.shape[1:], stack.voxel_size, arguments["spot_radius_um"])
+    device = arguments.pop("device")
+    xp = resolve_device(device)
     tables = []
     n_constant = 0
     for t in range(stack.n_frames):
-        volume = xp.asarray(stack.frame(t))
-        if float(volume.max()) == float(volume.min()):
-            n_constant += 1
         try:
-            tables.append(detect_spots(volume, stack.voxel_size, frame=t, **arguments))
-        except ValueError as error:
-            raise InputError(str(error)) from None
+            table, constant = _detect_frame(stack, t, xp, arguments)
+        except Exception as error:
+            if xp is np or not _gpu_out_of_memory(error):
+                raise
+            xp = _cpu_after_gpu_out_of_memory(xp, device, stack, t)
+            table, constant = _detect_frame(stack, t, xp, arguments)
+        tables.append(table)
+        n_constant += constant
         if progress is not None:
             progress(Stage.DETECT, t + 1, stack.n_frames)
     if stack.n_frames and n_constant == stack.n_frames:
         raise InputError("every frame of the stack is constant (a blank image): there is nothing to detect")
+    if stack.n_frames and not any(len(table["frame"]) for table in tables):
+        warnings.warn(f"no spots found in {stack.n_frames} frame(s): check --spot-radius and --voxel-size (both in "
+                      f"µm) and --threshold", InputWarning, stacklevel=2)
     return concat_tables(tables) if tables else empty_detections()
+
+
+def _detect_frame(stack: Stack, t: int, xp: Any, arguments: Mapping[str, Any]) -> tuple[Table, bool]:
+    """The detections of frame ``t`` (on ``xp``'s device), and whether the frame is constant."""
+    volume = xp.asarray(stack.frame(t))
+    try:
+        return (detect_spots(volume, stack.voxel_size, frame=t, **arguments),
+                float(volume.max()) == float(volume.min()))
+    except ValueError as error:
+        raise InputError(str(error)) from None
+
+
+def _gpu_out_of_memory(error: BaseException) -> bool:
+    """Whether ``error`` is CuPy's out-of-memory error (or CUDA's allocation failure), without importing CuPy."""
+    kind = type(error)
+    return kind.__module__.startswith(("cupy", "cupy_backends")) and (
+        "OutOfMemory" in kind.__name__ or "cudaErrorMemoryAllocation" in str(error))
+
+
+def _cpu_after_gpu_out_of_memory(xp: Any, device: str, stack: Stack, t: int) -> Any:
+    """NumPy, to detect frame ``t`` and the rest on the CPU, with a warning (``device="auto"``); else a one-line
+    :class:`InputError` (``device="gpu"``: the user asked for the GPU)."""
+    shape = " × ".join(map(str, stack.shape[1:]))
+    xp.get_default_memory_pool().free_all_blocks()
+    if device != "auto":
+        raise InputError(f"the GPU ran out of memory detecting frame {t} ({shape} voxels): use --device cpu (or "
+                         f"auto), or crop or bin the stack")
+    warnings.warn(f"the GPU ran out of memory detecting frame {t} ({shape} voxels): detecting it and the rest on "
+                  f"the CPU (slower)", InputWarning, stacklevel=3)
+    return np
 
 
 def track_stack(
@@ -185,7 +228,8 @@ def track_stack(
     ValueError
         A parameter out of its range (one line, naming it), before any work.
     InputError
-        Bad input data (see :func:`detect_stack`).
+        Bad input data (see :func:`detect_stack`); a ``max_displacement_um`` whose candidate links cannot fit in
+        memory (:func:`tracker.validation.check_gate`, after detection, before linking).
     """
     stack = as_stack(stack, voxel_size_um)
     keywords = {"spot_radius_um": spot_radius_um, "threshold": _D.threshold if threshold is None else threshold,
@@ -199,6 +243,7 @@ def track_stack(
     start = time.perf_counter()
     detections = detect_stack(stack, detection=detection, progress=progress)
     timings["detect"] = time.perf_counter() - start
+    check_gate(detections, linking.max_displacement_um)
     start = time.perf_counter()
     tracks, summary = link_detections(detections, progress=progress, return_summary=True, **linking.to_dict())
     timings["link"] = time.perf_counter() - start

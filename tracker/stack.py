@@ -9,6 +9,7 @@ so a 4D stack is never loaded whole unless asked for. File formats live in
 from __future__ import annotations
 
 import math
+import warnings
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -17,6 +18,7 @@ from typing import Any
 import numpy as np
 
 from .errors import InputError
+from .validation import InputWarning
 
 
 class FrameArray:
@@ -137,7 +139,8 @@ def as_stack(data: Any, voxel_size: Sequence[float] | None = None) -> Stack:
     ----------
     data : Stack or array-like, shape (T, Z, Y, X)
     voxel_size : (3,) floats, optional
-        ``z, y, x`` in µm; default: the stack's own, or 1 µm for an array.
+        ``z, y, x`` in µm; default: the stack's own, or 1 µm for an array, with an
+        :class:`~tracker.validation.InputWarning` (every size in µm depends on it).
 
     Raises
     ------
@@ -148,7 +151,11 @@ def as_stack(data: Any, voxel_size: Sequence[float] | None = None) -> Stack:
         return data if voxel_size is None else replace(data, voxel_size=check_voxel_size(voxel_size))
     if not all(hasattr(data, name) for name in ("shape", "dtype", "__getitem__")):
         data = np.asarray(data)
-    return Stack(data, check_voxel_size((1.0, 1.0, 1.0) if voxel_size is None else voxel_size))
+    if voxel_size is None:
+        warnings.warn("no voxel size given for an array: assuming 1 µm voxels; give voxel_size_um=(z, y, x) in µm "
+                      "(spot radii and displacements are in µm)", InputWarning, stacklevel=3)
+        voxel_size = (1.0, 1.0, 1.0)
+    return Stack(data, check_voxel_size(voxel_size))
 
 
 def check_voxel_size(voxel_size: Sequence[float]) -> tuple[float, float, float]:

@@ -1,8 +1,10 @@
 """The ``track`` command line: a thin layer over :mod:`tracker`, one module per verb.
 
-User errors (bad files, bad parameters) print one line and exit with code 1;
-outputs are written atomically and never replace a file without
-``--overwrite``. The options of the parameters are generated from
+Bad input (files, values that only the data show to be wrong) prints one line
+and exits with code 1; a bad option value is a usage error, code 2 (click's);
+a signal removes the files being written and exits with 128 + its number
+(:func:`._options.user_errors`). Outputs are written atomically, never replace a
+file without ``--overwrite``, and never replace an input. The options of the parameters are generated from
 :mod:`tracker.params` (:mod:`._options`); the verbs import the core only when
 they run, so ``track --help`` stays fast.
 """

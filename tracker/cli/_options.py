@@ -8,11 +8,17 @@ by hand. Nothing heavy is imported here: ``track --help`` stays fast.
 
 from __future__ import annotations
 
+import contextlib
 import functools
+import io
 import logging
 import math
+import os
+import signal
 import sys
-from collections.abc import Callable, Iterable
+import threading
+import warnings
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -28,38 +34,129 @@ _GIVEN = (ParameterSource.COMMANDLINE, ParameterSource.ENVIRONMENT, ParameterSou
 
 
 def user_errors(command: Callable) -> Callable:
-    """Turn user errors into a one-line message and exit code 1 (no traceback)."""
+    """The boundary of a verb: one-line errors and exit codes, signals, closed pipes, warnings.
+
+    * User errors (``ValueError``, which :class:`tracker.errors.InputError` is, ``RuntimeError``, ``OSError``)
+      print one line and exit with code 1; click's usage errors (a bad option value) exit with code 2.
+    * SIGINT (Ctrl-C), SIGTERM and SIGHUP stop the command: files being written are removed (their ``.part``
+      temporaries, :func:`tracker.io.atomic_path`), one line says so, and the exit code is 128 + the signal
+      (130, 143, 129).
+    * A closed standard output (``track evaluate ... | head -1``) ends the command quietly, exit code 0.
+    * Warnings for users (:class:`tracker.validation.InputWarning`) print as one line, ``warning: ...``.
+    """
 
     @functools.wraps(command)
     def wrapper(*args, **kwargs):
         try:
-            return command(*args, **kwargs)
+            with _signals_stop(), _warnings_as_lines():
+                result = command(*args, **kwargs)
+                sys.stdout.flush()  # (a closed pipe shows here, inside, not at exit)
+                return result
+        except BrokenPipeError:
+            _quiet_closed_stdout()
+            raise click.exceptions.Exit(0) from None
+        except (_Stopped, KeyboardInterrupt) as stop:
+            signum = stop.signum if isinstance(stop, _Stopped) else signal.SIGINT
+            click.echo(f"Error: stopped by {signal.Signals(signum).name}; files being written were removed", err=True)
+            raise click.exceptions.Exit(128 + signum) from None
         except (ValueError, RuntimeError, OSError) as error:  # tracker.errors.InputError is a ValueError
             raise click.ClickException(str(error).splitlines()[0] if str(error) else type(error).__name__) from None
 
     return wrapper
 
 
+class _Stopped(BaseException):
+    """Raised by the SIGTERM/SIGHUP handler: a ``BaseException``, so that no ``except Exception`` swallows it on
+    its way out, while every ``finally`` (the removal of ``.part`` files) runs."""
+
+    def __init__(self, signum: int):
+        super().__init__(signum)
+        self.signum = signum
+
+
+@contextlib.contextmanager
+def _signals_stop() -> Iterator[None]:
+    """SIGTERM and SIGHUP raise :class:`_Stopped` in the main thread while the command runs (their default
+    action kills the process at once, leaving ``.part`` files behind); a repeated signal is ignored while the
+    first one unwinds. Previous handlers are restored afterwards."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    kinds = [getattr(signal, name) for name in ("SIGTERM", "SIGHUP") if hasattr(signal, name)]
+
+    def stop(signum, frame):
+        for kind in kinds:
+            signal.signal(kind, signal.SIG_IGN)
+        raise _Stopped(signum)
+
+    previous = {kind: signal.signal(kind, stop) for kind in kinds}
+    try:
+        yield
+    finally:
+        for kind, handler in previous.items():
+            signal.signal(kind, handler)
+
+
+@contextlib.contextmanager
+def _warnings_as_lines() -> Iterator[None]:
+    """Show each warning meant for users (``UserWarning``: :class:`tracker.validation.InputWarning`, the I/O
+    libraries') as one line, ``warning: MESSAGE``, on standard error; hide the others (NumPy's
+    ``RuntimeWarning`` of a cast or an empty mean: details of the implementation, not of the input)."""
+
+    def show(message, category, filename, lineno, file=None, line=None):
+        click.echo(f"warning: {str(message).splitlines()[0] if str(message) else category.__name__}", err=True)
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        warnings.simplefilter("always", UserWarning)
+        warnings.showwarning = show
+        yield
+
+
+def _quiet_closed_stdout() -> None:
+    """After a closed pipe: point standard output at the null device, so that Python's flush at exit does not
+    print "Exception ignored ... BrokenPipeError" (the recipe of Python's ``signal`` documentation)."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError, AttributeError, io.UnsupportedOperation):  # (no file descriptor: a test's stream)
+        pass
+
+
 class Triple(click.ParamType):
-    """``Z,Y,X`` (three positive numbers) or, if ``allow_single``, one number for all axes."""
+    """``Z,Y,X``: three positive finite numbers (whole numbers if ``whole``) or, if ``allow_single``, one number for
+    all axes."""
 
     name = "Z,Y,X"
 
-    def __init__(self, allow_single: bool = False):
+    def __init__(self, allow_single: bool = False, whole: bool = False):
         self.allow_single = allow_single
+        self.whole = whole
 
     def convert(self, value, param, ctx):
         if isinstance(value, tuple):
             return value
+        numbers_text = "whole numbers" if self.whole else "numbers"
         try:
-            numbers = tuple(float(v) for v in str(value).replace(" ", "").split(","))
+            numbers = tuple((int if self.whole else float)(v) for v in str(value).replace(" ", "").split(","))
         except ValueError:
-            self.fail(f"{value!r} is not a comma-separated list of numbers", param, ctx)
+            self.fail(f"{value!r} is not a comma-separated list of {numbers_text}", param, ctx)
         if len(numbers) not in ((1, 3) if self.allow_single else (3,)):
-            self.fail(f"expected three numbers Z,Y,X, got {value!r}", param, ctx)
+            self.fail(f"expected three {numbers_text} Z,Y,X, got {value!r}", param, ctx)
         if not all(math.isfinite(v) and v > 0 for v in numbers):
             self.fail(f"values must be positive, got {value!r}", param, ctx)
         return numbers[0] if len(numbers) == 1 else numbers
+
+
+class FiniteFloatRange(click.FloatRange):
+    """``click.FloatRange`` that also refuses NaN and infinities (which compare as inside every range)."""
+
+    def convert(self, value, param, ctx):
+        number = super().convert(value, param, ctx)
+        if not math.isfinite(number):
+            self.fail(f"{value!r} is not a finite number", param, ctx)
+        return number
 
 
 class LazyChoice(click.Choice):
@@ -120,7 +217,7 @@ def _click_type(name: str, kind: str, info: Meta) -> Any:
     bounds = {"min": info.minimum, "max": info.maximum, "min_open": info.minimum_open,
               "max_open": info.maximum_open}
     if "float" in kind:
-        return click.FloatRange(**bounds)
+        return FiniteFloatRange(**bounds)
     if "int" in kind:
         return click.IntRange(**{k: (int(v) if isinstance(v, float) else v) for k, v in bounds.items()})
     return str
@@ -139,8 +236,8 @@ def model_option(item: Any, info: Meta) -> Callable:
                         default=default, show_default=default is not None, help=option_help(info))
 
 
-def model_options(*kinds: type) -> Callable:
-    """One option per flagged field of each parameter class, and ``--config FILE``.
+def model_options(*kinds: type, config: bool = True) -> Callable:
+    """One option per flagged field of each parameter class, and ``--config FILE`` (unless ``config=False``).
 
     The command receives one validated object per class, as the keyword named by its section
     (``detection=DetectionParams(...)``, ``linking=LinkingParams(...)``): the values of the file
@@ -153,8 +250,8 @@ def model_options(*kinds: type) -> Callable:
         @functools.wraps(command)
         def wrapper(*args, **kwargs):
             ctx = click.get_current_context()
-            config = kwargs.pop("config")
-            saved = {p._section: p for p in read_toml(config)} if config else {}
+            config_path = kwargs.pop("config", None)
+            saved = {p._section: p for p in read_toml(config_path)} if config_path else {}
             for kind in kinds:
                 given = {}
                 for item, info in parameters(kind):
@@ -169,6 +266,8 @@ def model_options(*kinds: type) -> Callable:
             for item, info in reversed(list(parameters(kind))):
                 if info.cli is not None:
                     wrapper = model_option(item, info)(wrapper)
+        if not config:
+            return wrapper
         return click.option(
             "--config", type=click.Path(exists=True, dir_okay=False, path_type=Path),
             help="Parameters from a TOML file, e.g. the OUTPUT.params.toml written beside an earlier "
@@ -219,7 +318,10 @@ def verbosity_options(command: Callable) -> Callable:
         logger.setLevel(level)
         logger.addHandler(handler)
         try:
-            return command(*args, quiet=quiet, **kwargs)
+            with warnings.catch_warnings():
+                if quiet:
+                    warnings.simplefilter("ignore")
+                return command(*args, quiet=quiet, **kwargs)
         finally:
             logger.removeHandler(handler)
             logger.setLevel(previous)

@@ -25,17 +25,15 @@ def link_command(detections: Path, output: Path, linking: LinkingParams, overwri
     """Link a detections table (CSV with columns frame, z, y, x in µm) into tracks."""
     import numpy as np
 
-    from ..errors import InputError
-    from ..io import check_writable, read_table, write_text, write_tracks
+    from ..io import read_table, write_text, write_tracks
+    from ..io._atomic import check_outputs
     from ..linking import link_detections
+    from ..validation import check_detections, check_gate
 
     saved = parameters_path(output)
-    for path in (output, saved):
-        check_writable(path, overwrite)
-    table = read_table(detections, required=("frame", "z", "y", "x"))
-    for name in ("z", "y", "x"):
-        if not np.isfinite(table[name]).all():
-            raise InputError(f"{detections}: column {name!r} has missing or non-finite values")
+    check_outputs({"DETECTIONS": detections}, {"-o": output, "the parameters file": saved}, overwrite)
+    table = check_detections(read_table(detections, required=("frame", "z", "y", "x")), what=str(detections))
+    check_gate(table, linking.max_displacement_um)
     with ProgressBars(enabled=not quiet) as progress:
         tracks, summary = link_detections(table, progress=progress, return_summary=True, **linking.to_dict())
     write_tracks(output, tracks, output_format, overwrite=overwrite, parameters={"linking": linking.to_dict()})

@@ -40,13 +40,14 @@ def run_command(stack: Path, output: Path | None, detections_path: Path | None, 
     starts. The parameters used are saved beside it (OUTPUT.params.toml);
     --config reads them back.
     """
-    from ..io import check_writable, read_stack, write_table, write_text, write_tracks
+    from ..io import read_stack, write_table, write_text, write_tracks
+    from ..io._atomic import check_outputs
     from ..pipeline import track_stack
 
     output = output or stack.with_name(f"{stack.stem}_tracks.csv")
     saved = parameters_path(output)
-    for path in filter(None, (output, detections_path, saved)):
-        check_writable(path, overwrite)
+    check_outputs({"STACK": stack}, {"-o": output, "--detections": detections_path, "the parameters file": saved},
+                  overwrite)
     started = time.perf_counter()
     data = read_stack(stack, voxel_size=voxel_size, axes=axes)
     if not quiet:

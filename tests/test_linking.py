@@ -65,9 +65,9 @@ def test_fixed_persistence_and_bad_options():
         link_detections(detections, 1.0, persistence=1.5)
     with pytest.raises(ValueError, match="motion"):
         link_detections(detections, 1.0, motion="kalman-ish")
-    with pytest.raises(ValueError, match="max_gap"):
+    with pytest.raises(ValueError, match="max.gap"):
         link_detections(detections, 1.0, max_gap=-1)
-    with pytest.raises(ValueError, match="maximum displacement"):
+    with pytest.raises(ValueError, match="max.displacement"):
         link_detections(detections, 0.0)
 
 

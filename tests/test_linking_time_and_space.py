@@ -6,7 +6,8 @@ import numpy as np
 import pytest
 
 from tracker.linking import link_detections
-from tracker.linking.linker import frame_steps, motion_space, whole_frames
+from tracker.errors import InputError
+from tracker.linking.linker import frame_steps, motion_space
 from tracker.metrics import evaluate
 from tracker.scenarios import degrade, simulate_scenario
 
@@ -59,10 +60,11 @@ def test_a_dark_frame_is_bridged_by_gap_closing():
 
 
 def test_frames_must_be_whole_numbers():
-    assert whole_frames(np.array([0.0, 1.0, 2.0])).dtype == np.int64
-    for bad in (np.array([0.0, 0.5]), np.array([0.0, np.nan]), np.array([0.0, 1e20])):
-        with pytest.raises(ValueError, match="whole numbers"):
-            whole_frames(bad)
+    detections = {"frame": np.array([0.0, 1.0, 2.0]), "y": np.zeros(3), "x": np.arange(3.0)}
+    assert link_detections(detections, 2.0)["frame"].dtype == np.int64
+    for bad in (0.5, np.nan, 1e20):
+        with pytest.raises(InputError, match="frame"):
+            link_detections(dict(detections, frame=np.array([0.0, bad, 2.0])), 2.0)
 
 
 @pytest.mark.parametrize("level,closes", [("exact", False), ("hard", True)])

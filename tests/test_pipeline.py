@@ -127,7 +127,7 @@ def test_the_gate_and_the_detection_scale_are_checked_before_their_work(stack, m
     with pytest.raises(InputError, match="--spot-radius 0.5 µm is 5e\\+08 voxels"):
         track_stack(as_stack(stack.data, (1e-9, 1e-9, 1e-9)), progress=lambda *args: calls.append(args))
     assert not calls
-    monkeypatch.setattr("tracker.pipeline.check_gate", functools.partial(validation.check_gate, budget=1024))
+    monkeypatch.setattr("tracker.linking.linker.check_gate", functools.partial(validation.check_gate, budget=1024))
     with pytest.raises(InputError, match="--max-displacement 1e\\+09 µm admits about"):
         track_stack(stack, spot_radius_um=(0.8, 0.3, 0.3), max_displacement_um=1e9, device="cpu",
                     progress=lambda *args: calls.append(args))

@@ -25,7 +25,7 @@ from .params import DETECTION_DEFAULTS, LINKING_DEFAULTS, DetectionParams, Linki
 from .progress import ProgressCallback, Stage
 from .stack import Stack, as_stack
 from .tables import Table, concat_tables, empty_detections
-from .validation import InputWarning, check_detection_scale, check_gate
+from .validation import InputWarning, check_detection_scale
 
 DEFAULT_SPOT_RADIUS_UM = DETECTION_DEFAULTS.spot_radius_um
 """Kept for the napari widget until it reads :data:`tracker.params.DETECTION_DEFAULTS`."""
@@ -229,7 +229,7 @@ def track_stack(
         A parameter out of its range (one line, naming it), before any work.
     InputError
         Bad input data (see :func:`detect_stack`); a ``max_displacement_um`` whose candidate links cannot fit in
-        memory (:func:`tracker.validation.check_gate`, after detection, before linking).
+        memory (:func:`tracker.validation.check_gate`, in the linker, before linking).
     """
     stack = as_stack(stack, voxel_size_um)
     keywords = {"spot_radius_um": spot_radius_um, "threshold": _D.threshold if threshold is None else threshold,
@@ -243,7 +243,6 @@ def track_stack(
     start = time.perf_counter()
     detections = detect_stack(stack, detection=detection, progress=progress)
     timings["detect"] = time.perf_counter() - start
-    check_gate(detections, linking.max_displacement_um)
     start = time.perf_counter()
     tracks, summary = link_detections(detections, progress=progress, return_summary=True, **linking.to_dict())
     timings["link"] = time.perf_counter() - start

@@ -45,9 +45,10 @@ def convert_command(source: Path, output: Path, input_format: str | None, output
     evaluation). Columns a format cannot hold are left out (ISBI keeps positions
     only; TrackMate numeric columns only).
     """
-    from ..io import check_writable, read_tracks, write_tracks
+    from ..io import read_tracks, write_tracks
+    from ..io._atomic import check_outputs
 
-    check_writable(output, overwrite)
+    check_outputs({"SOURCE": source}, {"OUTPUT": output}, overwrite)
     tracks = read_tracks(source, input_format, voxel_size=voxel_size)
     kind = write_tracks(output, tracks, output_format, overwrite=overwrite, voxel_size=voxel_size)
     n_tracks = len(set(tracks["track_id"].tolist()))

@@ -36,9 +36,10 @@ from collections.abc import Mapping
 import numpy as np
 
 from ..costs import DEFAULT_NO_LINK_FACTOR
-from ..params import LINKING_DEFAULTS, LinkingParams, meta
+from ..params import LINKING_DEFAULTS, LinkingParams
 from ..progress import ProgressCallback
-from ..tables import Table, positions_um, require_columns, sort_table, spatial_axes, take_rows
+from ..tables import Table, positions_um, sort_table, take_rows
+from ..validation import check_detections, check_gate
 from .backward_relink import relink_first_pair
 from .candidate_search import CandidateSearch
 from .frame_pair import forward_pass
@@ -50,8 +51,6 @@ from .prediction import Prediction
 from .smoothing import smoothing_applies, smoothing_pass
 from .summary import LinkSummary
 from .track_state import FrameRanges, TrackState, tracks_in_order
-
-MOTION_MODELS = meta(LinkingParams, "motion").choices
 
 _log = logging.getLogger("tracker.linking")
 
@@ -149,10 +148,11 @@ def link_detections(
     LinkSummary
         With ``return_summary`` only.
     """
-    require_columns(detections, ("frame", *spatial_axes(detections)), what="detections")
-    _check_options(max_displacement_um, motion, persistence, max_gap)
-    table = dict(detections)
-    table["frame"] = whole_frames(table["frame"])
+    LinkingParams(max_displacement_um=max_displacement_um, no_link_factor=no_link_factor, motion=motion,
+                  persistence=persistence, adaptive_radius=adaptive_radius, smoothing=smoothing, max_gap=max_gap,
+                  gap_penalty=gap_penalty, solver=solver)  # (a one-line ValueError naming a bad option)
+    table = check_detections(detections)  # (whole frame numbers, finite positions, duplicated rows dropped)
+    check_gate(table, max_displacement_um)  # (a gate too large for memory refused up front)
     if np.any(np.diff(table["frame"]) < 0):  # (a stable sort of sorted frames changes nothing)
         table = sort_table(table, ["frame"])
     positions, ndim = motion_space(positions_um(table))
@@ -207,21 +207,6 @@ def link_detections(
     return (tracks, summary) if return_summary else tracks
 
 
-def whole_frames(frames: np.ndarray) -> np.ndarray:
-    """Frame numbers as int64: integers as they are, floats only where whole (``2.0``, not ``2.5``, NaN or 1e20)."""
-    frames = np.asarray(frames)
-    if np.issubdtype(frames.dtype, np.integer):
-        return frames.astype(np.int64, copy=False)
-    try:
-        values = frames.astype(np.float64)
-    except (TypeError, ValueError):
-        raise ValueError("frame numbers must be whole numbers") from None
-    if not (np.all(np.isfinite(values)) and np.all(values == np.round(values)) and np.all(np.abs(values) < 2**53)):
-        bad = values[~(np.isfinite(values) & (values == np.round(values)) & (np.abs(values) < 2**53))][0]
-        raise ValueError(f"frame numbers must be whole numbers, got {bad}")
-    return values.astype(np.int64)
-
-
 def motion_space(positions_um: np.ndarray) -> tuple[np.ndarray, int]:
     """The positions on the axes along which points move, as ``(n, 3)`` µm (unused axes first, at 0), and how
     many axes that is (at least 1).
@@ -249,15 +234,3 @@ def frame_steps(frames: np.ndarray) -> np.ndarray:
         return frames - (present[0] if len(present) else 0)
     stride = int(np.gcd.reduce(np.diff(present)))
     return (frames - present[0]) // stride
-
-
-def _check_options(max_displacement_um: float, motion: str, persistence: float | None, max_gap: int) -> None:
-    """A one-line ``ValueError`` for an option out of range."""
-    if motion not in MOTION_MODELS:
-        raise ValueError(f"motion must be one of {MOTION_MODELS}, got {motion!r}")
-    if persistence is not None and not 0.0 <= persistence <= 1.0:
-        raise ValueError(f"persistence must be in [0, 1], got {persistence}")
-    if max_gap < 0:
-        raise ValueError(f"max_gap must be >= 0, got {max_gap}")
-    if max_displacement_um <= 0 or not np.isfinite(max_displacement_um):
-        raise ValueError(f"maximum displacement must be a positive number of µm, got {max_displacement_um}")

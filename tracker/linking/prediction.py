@@ -19,8 +19,6 @@ import numpy as np
 from .motion import DEFAULT_GATE_SIGMAS, MotionModel, predict_positions
 from .track_state import TrackState
 
-MOTION_MODELS = ("persistent", "none")
-
 PREDICTION_MIN_PERSISTENCE = 0.05
 """An estimated persistence below this predicts nothing (each point at its last position): the shift
 is under 5 % of a step, less than localisation noise adds, and would only split the points into two

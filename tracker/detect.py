@@ -14,25 +14,12 @@ from types import ModuleType
 import numpy as np
 
 from .backend import get_array_module, to_numpy
+from .dog import background_sample, ndimage_for, quality_map, smoothed_and_dog
 from .params import DETECTION_DEFAULTS
 from .tables import Table, empty_detections
 
 DEFAULT_THRESHOLD = DETECTION_DEFAULTS.threshold
-"""Default detection threshold, in units of the filter's background noise.
-
-On simulated stacks the largest noise maximum in ~10⁶ voxels sits near 6σ,
-while spots at SNR 4 (peak over background noise) give 6–9σ."""
-
-SURROUND_RATIO = 3.0
-"""Width of the DoG's background (surround) Gaussian relative to the spot's."""
-
-
-def _ndimage(xp: ModuleType):
-    if xp is np:
-        import scipy.ndimage as ndimage
-    else:
-        import cupyx.scipy.ndimage as ndimage
-    return ndimage
+"""Default detection threshold, in units of the filter response's local noise (see :mod:`tracker.params`)."""
 
 
 def spot_sigma_voxels(spot_radius_um: float | Sequence[float], voxel_size_um: Sequence[float]) -> np.ndarray:
@@ -45,50 +32,34 @@ def spot_sigma_voxels(spot_radius_um: float | Sequence[float], voxel_size_um: Se
     return (np.asarray(spot_radius_um, dtype=np.float64) / np.sqrt(3.0)) / np.asarray(voxel_size_um, dtype=np.float64)
 
 
-def dog_filter(volume, sigma_voxels: Sequence[float], surround: float = SURROUND_RATIO):
-    """Difference of Gaussians: centre ``sigma`` minus a ``surround`` times wider one, float32.
+def radius_per_axis(spot_radius_um: float | Sequence[float], shape: Sequence[int]) -> np.ndarray:
+    """The spot radius as ``z, y, x`` (µm) for a volume of ``shape``.
 
-    With a wide surround this is close to the matched filter of a Gaussian
-    spot on a slowly varying background (bright spots give positive peaks).
-    Axes of a single plane (size 1) are not filtered.
+    One value: isotropic. Three: ``z, y, x``. Two: ``y, x`` of a single-plane
+    (2D) volume, whose ``z`` is never filtered.
+
+    Raises
+    ------
+    ValueError
+        If the radius is not positive or has the wrong number of values.
     """
-    return _smoothed_and_dog(volume, sigma_voxels, surround)[1]
-
-
-def _smoothed_and_dog(volume, sigma_voxels: Sequence[float], surround: float = SURROUND_RATIO):
-    """The centre Gaussian (the volume smoothed at the spot's scale) and the DoG, both float32."""
-    xp = get_array_module(volume)
-    ndimage = _ndimage(xp)
-    image = xp.asarray(volume, dtype=xp.float32)
-    sigma = np.array([float(s) if n > 1 else 0.0 for s, n in zip(sigma_voxels, image.shape)])
-    centre = ndimage.gaussian_filter(image, sigma.tolist(), mode="nearest")
-    return centre, centre - ndimage.gaussian_filter(image, (surround * sigma).tolist(), mode="nearest")
-
-
-def _background_sample(image, sample_step: int = 2):
-    """Every ``sample_step``-th voxel in each axis longer than 8 (flattened): spots are sparse."""
-    return image[tuple(slice(None, None, sample_step if n > 8 else 1) for n in image.shape)].ravel()
-
-
-def noise_level(response, sample_step: int = 2) -> tuple[float, float]:
-    """Robust ``(median, sigma)`` of a filter response (median absolute deviation).
-
-    Spots are sparse, so the median and MAD describe the background. A
-    sub-sampled grid (every ``sample_step``-th voxel in each axis) is enough.
-    """
-    xp = get_array_module(response)
-    sample = _background_sample(response, sample_step)
-    median = float(xp.median(sample))
-    sigma = 1.4826 * float(xp.median(xp.abs(sample - median)))
-    if sigma == 0.0:  # noiseless synthetic data: fall back to the standard deviation
-        sigma = float(sample.std())
-    return median, sigma
+    radius = np.atleast_1d(np.asarray(spot_radius_um, dtype=np.float64))
+    if radius.ndim != 1 or len(radius) not in (1, 2, 3):
+        raise ValueError(f"spot radius must be one value or one per axis, got {spot_radius_um}")
+    if len(radius) == 2:
+        if shape[0] != 1:
+            raise ValueError(f"two spot radii (y, x) need a single-plane volume, got {shape[0]} planes")
+        radius = np.array([radius[0], radius[0], radius[1]])
+    radius = np.broadcast_to(radius, (3,)).astype(np.float64)
+    if not np.all(np.isfinite(radius) & (radius > 0)):
+        raise ValueError(f"spot radius must be positive, got {spot_radius_um} µm")
+    return radius
 
 
 def detect_spots(
     volume,
     voxel_size_um: Sequence[float],
-    spot_radius_um: float | Sequence[float],
+    spot_radius_um: float | Sequence[float] | None = DETECTION_DEFAULTS.spot_radius_um,
     threshold: float | None = None,
     frame: int = 0,
 ) -> Table:
@@ -100,12 +71,15 @@ def detect_spots(
         One frame. ``Z`` may be 1 (2D data).
     voxel_size_um : (3,) floats
         Voxel size ``z, y, x`` in µm.
-    spot_radius_um : float or (3,) floats
-        Typical spot radius in µm, one value or ``z, y, x`` (sets the filter
-        scale and the minimum distance between two spots).
+    spot_radius_um : float, (3,) or (2,) floats, or None
+        Typical spot radius in µm (``√3 ×`` the spot's Gaussian σ): one value,
+        ``z, y, x``, or ``y, x`` for a single plane. Sets the filter scale and
+        the minimum distance between two spots. None: estimated from this
+        volume (:func:`tracker.spot_scale.estimate_spot_radius`); for a
+        stack, estimate once and pass the result, so every frame uses one scale.
     threshold : float, optional
-        Minimum ``quality``: the DoG response in units of its background
-        noise (a signal-to-noise ratio). Default :data:`DEFAULT_THRESHOLD`.
+        Minimum ``quality``: the DoG response in units of its local noise (a
+        signal-to-noise ratio). Default :data:`DEFAULT_THRESHOLD`.
     frame : int
         Written into the ``frame`` column.
 
@@ -120,29 +94,32 @@ def detect_spots(
     Raises
     ------
     ValueError
-        If the volume is not 3D or holds NaN or infinite values.
+        If the volume is not 3D, holds NaN or infinite values, or the radius
+        is not positive.
     """
     xp = get_array_module(volume)
-    ndimage = _ndimage(xp)
+    ndimage = ndimage_for(xp)
     volume = xp.asarray(volume)
     if volume.ndim != 3:
         raise ValueError(f"expected a (Z, Y, X) volume, got shape {tuple(volume.shape)}")
     if volume.dtype.kind == "f" and not bool(xp.isfinite(volume).all()):
         raise ValueError(f"frame {frame} contains NaN or infinite values")
-    radius = np.broadcast_to(np.asarray(spot_radius_um, dtype=np.float64), (3,))
-    if not np.all(radius > 0):
-        raise ValueError(f"spot radius must be positive, got {spot_radius_um} µm")
+    if spot_radius_um is None:
+        from .spot_scale import estimate_spot_radius
+
+        spot_radius_um = estimate_spot_radius([volume], voxel_size_um).radius_um
+    radius = radius_per_axis(spot_radius_um, volume.shape)
     threshold = DEFAULT_THRESHOLD if threshold is None else float(threshold)
     voxel = np.asarray(voxel_size_um, dtype=np.float64)
     sigma = spot_sigma_voxels(radius, voxel)
 
-    smoothed, response = _smoothed_and_dog(volume, sigma)
-    median, noise = noise_level(response)
-    if noise == 0.0:  # a constant volume has no spots
+    smoothed, response = smoothed_and_dog(volume, sigma)
+    quality = quality_map(response, sigma)
+    if quality is None:  # a constant volume has no spots
         return _with_voxel_columns(empty_detections(), frame)
-    quality = (response - median) / noise
 
-    # Local maxima within one spot radius (at least one voxel each way).
+    # Local maxima within one spot radius (at least one voxel each way): two
+    # spots two radii apart keep a maximum each.
     footprint_size = [2 * max(1, int(np.floor(r))) + 1 if n > 1 else 1
                       for r, n in zip(radius / voxel, volume.shape)]
     local_max = ndimage.maximum_filter(quality, size=footprint_size, mode="nearest")
@@ -154,7 +131,7 @@ def detect_spots(
     offsets = _quadratic_offsets(quality, coords)
     sub_voxel = coords.astype(xp.float64) + offsets
     peak_quality = quality[tuple(coords.T)]
-    intensity = smoothed[tuple(coords.T)] - xp.median(_background_sample(smoothed))
+    intensity = smoothed[tuple(coords.T)] - xp.median(background_sample(smoothed))
 
     sub_voxel = to_numpy(sub_voxel)
     peak_quality = to_numpy(peak_quality).astype(np.float64)

@@ -9,10 +9,10 @@ scale with the current estimate, which is iterated to convergence, starting
 from 1 voxel; candidates are then found again at the estimated scale and the
 fits repeated.
 
-The σ measured is that of the spot as imaged (the PSF blurred by the voxel's
-extent where the camera integrates over it, e.g. ``√(σ² + voxel²/12)``), which
-is the scale the detector's matched filter needs. The radius reported is
-``√3 σ`` (TrackMate's convention, as ``--spot-radius``).
+The σ reported is the PSF's: the imaged spot's σ in ``y, x`` less the
+pixel's width (a camera pixel integrates over its area, which adds
+``pixel²/12`` to the variance); in ``z``, where planes are point samples, the
+imaged σ. The radius is ``√3 σ`` (TrackMate's convention, as ``--spot-radius``).
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ import numpy as np
 from scipy.spatial import cKDTree
 
 from .backend import get_array_module, to_numpy
-from .dog import dog_filter, ndimage_for, quality_map
+from .dog import dog_filter, gradient_variance, ndimage_for, quality_map
 
 ESTIMATION_FRAMES = 3
 """Frames sampled (evenly through the stack) for the estimate."""
@@ -39,18 +39,21 @@ MIN_SPOTS = 5
 """Fewer fitted spots than this and the estimate falls back to 1 voxel per axis (``estimated=False``)."""
 
 CANDIDATE_QUALITY = 5.0
-"""Local maxima of the DoG at least this far above its noise are candidates (and neighbours)."""
+"""Local maxima of the DoG this far above its noise are candidates (and neighbours), or less far where the
+detector's automatic threshold is lower."""
 
-ISOLATION = 5.0
+ISOLATION = 4.0
 """A candidate with another within this many σ (ellipsoidal, per-axis σ) is not fitted."""
 
 WINDOW = 4.0
 """Fit windows reach this many σ either side of the peak along the fitted axis."""
 
+STARTING_SCALES = (1.0, 2.0, 4.0)
+"""Scales (σ, voxels) at which candidates are first sought on the first frame sampled."""
+
 MAX_VOXELS = 1 << 23
 """Larger frames are cropped to a central block of about this many voxels (in y, x) for speed."""
 
-_STARTING_SCALES = 5  # candidates are first sought at 1, 2, 4, 8, 16 voxels, until isolated ones are found
 _SIGMA_MIN = 0.25  # voxels: the smallest σ fitted (a point-like spot sampled by one voxel)
 _GRID_STEP = 1.03  # relative step of the σ grid (3 %), refined by a parabola
 _CENTRE_STEP = 0.1  # voxels: the grid of sub-voxel centres, within ±1 voxel of the maximum
@@ -113,12 +116,17 @@ def estimate_spot_radius(frames: Iterable, voxel_size_um: Sequence[float]) -> Sp
     voxel = np.asarray(voxel_size_um, dtype=np.float64)
     fits: list[np.ndarray] = []
     planar = True
+    start = None
     for volume in frames:
         xp = get_array_module(volume)
         volume = _central_block(xp.asarray(volume, dtype=xp.float32))
         planar = volume.shape[0] == 1
-        fits.append(_frame_sigmas(volume))
-        if sum(len(f) for f in fits) >= TARGET_SPOTS:
+        fits.append(_frame_sigmas(volume, start))
+        found = np.concatenate(fits)
+        found = found[np.all(np.isfinite(found), axis=1)]
+        if len(found):
+            start = np.median(found, axis=0)  # later frames start from the scale found so far
+        if len(found) >= TARGET_SPOTS:
             break
     axes = slice(1, 3) if planar else slice(0, 3)
     sigmas = np.concatenate(fits) if fits else np.empty((0, 3))
@@ -126,6 +134,10 @@ def estimate_spot_radius(frames: Iterable, voxel_size_um: Sequence[float]) -> Sp
     if len(sigmas) < MIN_SPOTS:
         return SpotScale(tuple(float(v) for v in voxel[axes]), len(sigmas), estimated=False)
     sigma_um = np.median(sigmas, axis=0) * voxel
+    # A camera pixel integrates over its area, which widens the imaged spot by pixel²/12 (a box's
+    # variance) in y and x; planes are point samples in z.
+    in_plane = sigma_um[1:] ** 2 - voxel[1:] ** 2 / 12.0
+    sigma_um[1:] = np.sqrt(np.maximum(in_plane, 0.25 * sigma_um[1:] ** 2))
     return SpotScale(tuple(float(v) for v in sigma_um[axes]), len(sigmas))
 
 
@@ -139,20 +151,31 @@ def _central_block(volume):
     return volume[:, y0:y0 + side, x0:x0 + side]
 
 
-def _frame_sigmas(volume) -> np.ndarray:
-    """Per-spot σ (voxels), (n, 3), of one frame's brightest isolated spots; NaN where a fit failed."""
+def _frame_sigmas(volume, start: np.ndarray | None = None) -> np.ndarray:
+    """Per-spot σ (voxels), (n, 3), of one frame's brightest isolated spots; NaN where a fit failed.
+
+    ``start``: the scale (voxels) found on an earlier frame; without it the
+    candidates are first sought at each of :data:`STARTING_SCALES` and the
+    one that finds the most isolated spots is iterated (faint broad spots
+    stand out only near their own scale; broad spots give several maxima each
+    at too fine a scale, none of them isolated).
+    """
     shape = volume.shape
-    sigma = np.array([1.0 if n > 1 else 0.0 for n in shape])
-    for _ in range(_STARTING_SCALES):  # broad spots give several maxima at 1 voxel: none isolated
-        coords, quality = _bright_maxima(volume, sigma)
-        if len(_isolated(coords, quality, sigma, shape)):
-            break
-        sigma = 2.0 * sigma
-    else:
-        return np.empty((0, 3))
-    sigma, _ = _converge(volume, coords, quality, sigma)
-    coords, quality = _bright_maxima(volume, sigma)  # again, at the spots' own scale
-    _, per_spot = _converge(volume, coords, quality, sigma)
+    filtered = np.array([n > 1 for n in shape])
+    if start is None:
+        best = None
+        for scale in STARTING_SCALES:
+            sigma = np.where(filtered, float(scale), 0.0)
+            coords, quality = _bright_maxima(volume, sigma)
+            n_isolated = len(_isolated(coords, quality, sigma, shape))
+            if best is None or n_isolated > best[0]:
+                best = (n_isolated, sigma, coords, quality)
+        n_isolated, sigma, coords, quality = best
+        if n_isolated == 0:
+            return np.empty((0, 3))
+        start, _ = _converge(volume, coords, quality, sigma)
+    coords, quality = _bright_maxima(volume, start)  # again, at the spots' own scale
+    _, per_spot = _converge(volume, coords, quality, start)
     per_spot[np.isinf(per_spot)] = np.nan
     if shape[0] == 1:
         per_spot[:, 0] = 0.0
@@ -187,17 +210,26 @@ def _converge(volume, coords: np.ndarray, quality: np.ndarray, sigma: np.ndarray
 
 
 def _bright_maxima(volume, sigma: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Local maxima of the DoG at scale ``sigma`` above :data:`CANDIDATE_QUALITY`: host coords (n, 3), quality."""
+    """Local maxima of the DoG at scale ``sigma`` that noise hardly explains: host coords (n, 3), quality.
+
+    Those above :data:`CANDIDATE_QUALITY`, or above the detector's automatic
+    threshold where that is lower (faint spots that are many).
+    """
+    from .detect import THRESHOLD_RANGE, automatic_threshold
+
     xp = get_array_module(volume)
     quality = quality_map(dog_filter(volume, sigma), sigma)
     if quality is None:
         return np.empty((0, 3), dtype=np.int64), np.empty(0)
     size = [2 * max(1, int(round(s))) + 1 if n > 1 else 1 for s, n in zip(sigma, volume.shape)]
     peaks = (quality == ndimage_for(xp).maximum_filter(quality, size=size, mode="nearest"))
-    peaks &= quality >= CANDIDATE_QUALITY
+    peaks &= quality >= THRESHOLD_RANGE[0]
     coords = xp.stack(xp.nonzero(peaks), axis=1)
     values = to_numpy(quality[tuple(coords.T)]).astype(np.float64)
     coords = to_numpy(coords).astype(np.int64)
+    floor = min(CANDIDATE_QUALITY, automatic_threshold(values, int(np.prod(volume.shape)), gradient_variance(quality)))
+    keep = values >= floor
+    coords, values = coords[keep], values[keep]
     order = np.argsort(-values, kind="stable")
     return coords[order], values[order]
 

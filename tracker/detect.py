@@ -34,6 +34,12 @@ of background per voxel; 85k–2M voxels; spot σ 0.7–2 voxels) our detections
 THRESHOLD_RANGE = (3.5, 8.0)
 """Bounds of the automatic threshold (SNR)."""
 
+SPLIT_SCALE = 0.7
+"""The LoG that splits merged spots works at this fraction of the spot's σ. On the benchmark's densest
+bright stack (σ 0.6, 0.2, 0.2 µm, voxel 0.5, 0.2, 0.2 µm, 1500 photons, neighbours 1.5 µm apart) recall
+was 0.89, 0.90 and 0.92 at 1.0, 0.85 and 0.7 σ, precision 0.99-1.0; RMSE 89 → 106 nm (the split spots
+are located on the sharper, noisier response)."""
+
 
 def spot_sigma_voxels(spot_radius_um: float | Sequence[float], voxel_size_um: Sequence[float]) -> np.ndarray:
     """Gaussian spot scale per axis, in voxels, for spots of radius ``spot_radius_um``.
@@ -205,8 +211,8 @@ def _split_close_spots(volume, sigma: np.ndarray, quality, peaks, footprint_size
     """Resolve spots closer than about two radii, which the matched filter merges into one maximum.
 
     The DoG at the spot's scale smooths two spots ``d`` apart into one peak
-    when ``d`` is below about 1.6–2 radii. The Laplacian of Gaussian at the
-    same scale (the blob detectors' filter) is sharper: where a maximum of
+    when ``d`` is below about 1.6–2 radii. The Laplacian of Gaussian at a
+    finer scale (:data:`SPLIT_SCALE`; the blob detectors' filter) is sharper: where a maximum of
     the DoG has two or more maxima of the LoG within two radii (each
     significant in the LoG's own noise and in the DoG's), those replace it.
     A lone spot has one LoG maximum and keeps its DoG maximum (the better
@@ -225,8 +231,8 @@ def _split_close_spots(volume, sigma: np.ndarray, quality, peaks, footprint_size
     ndimage = ndimage_for(xp)
     if not bool(peaks.any()):
         return peaks, None
-    sharp = -ndimage.gaussian_laplace(xp.asarray(volume, dtype=xp.float32), filter_sigmas(sigma, volume.shape),
-                                      mode="nearest")
+    scale = [SPLIT_SCALE * s for s in filter_sigmas(sigma, volume.shape)]
+    sharp = -ndimage.gaussian_laplace(xp.asarray(volume, dtype=xp.float32), scale, mode="nearest")
     median, noise = noise_level(sharp)
     if noise == 0.0:
         return peaks, None

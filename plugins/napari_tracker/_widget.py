@@ -606,10 +606,11 @@ class TrackerWidget(QWidget):
         form.addRow("Stack", row)
         self.voxel = [_spin(v, 1e-4, 1e4, 0.01, 4) for v in (1.0, 1.0, 1.0)]
         form.addRow("Voxel size z, y, x (µm)", self._triple(self.voxel))
-        self.spot_radius = [_spin(DEFAULT_SPOT_RADIUS_UM, 0.01, 100.0, 0.05) for _ in range(3)]
+        # 0 shows "auto": the radius is estimated from the stack (DEFAULT_SPOT_RADIUS_UM is None).
+        self.spot_radius = [_spin(DEFAULT_SPOT_RADIUS_UM or 0.0, 0.0, 100.0, 0.05, special="auto") for _ in range(3)]
         form.addRow("Spot radius z, y, x (µm)", self._triple(self.spot_radius))
         self.threshold = _spin(0.0, 0.0, 1000.0, 0.5, 2, special="auto")
-        self.threshold.setToolTip("Detection threshold in units of background noise; 'auto' uses the default (6).")
+        self.threshold.setToolTip("Detection threshold in units of the filter's noise; 'auto' chooses it per frame.")
         form.addRow("Threshold (× noise)", self.threshold)
         self.max_displacement = _spin(DEFAULT_MAX_DISPLACEMENT_UM, 0.01, 1000.0, 0.1)
         form.addRow("Max displacement (µm)", self.max_displacement)
@@ -839,7 +840,8 @@ class TrackerWidget(QWidget):
         threshold = self.threshold.value()
         return {
             "voxel_size_um": tuple(box.value() for box in self.voxel),
-            "spot_radius_um": tuple(box.value() for box in self.spot_radius),
+            "spot_radius_um": (None if any(box.value() == box.minimum() for box in self.spot_radius)
+                               else tuple(box.value() for box in self.spot_radius)),
             "threshold": None if threshold == self.threshold.minimum() else threshold,
             "max_displacement_um": self.max_displacement.value(),
             "motion": "persistent" if self.predict_motion.isChecked() else "none",

@@ -161,3 +161,19 @@ def test_automatic_threshold_follows_the_noise_and_the_spots():
     # Higher for a larger volume, as the noise maxima it holds grow.
     values = np.linspace(3.5, 12, 200)
     assert detect.automatic_threshold(values, 10**5, grad) < detect.automatic_threshold(values, 10**7, grad)
+
+
+@pytest.mark.gpu
+def test_gpu_detection_with_estimated_radius_split_spots_and_automatic_threshold():
+    cp = pytest.importorskip("cupy")
+    voxel, size = (0.5, 0.2, 0.2), (0.6, 0.2, 0.2)
+    truth = simulate.simulate_tracks(150, 1, (6.0, 16.0, 16.0), 0.1, margin_um=0.0, seed=6)  # close pairs
+    frame = _camera(truth, (1, 13, 81, 81), voxel, size, photons=1500, seed=6)[0]
+    for radius in (None, tuple(np.sqrt(3) * np.asarray(size))):
+        cpu = detect.detect_spots(frame, voxel, radius)
+        gpu = detect.detect_spots(cp.asarray(frame), voxel, radius)
+        assert len(gpu["z"]) == len(cpu["z"]) > 100
+        for axis in ("z_vox", "y_vox", "x_vox"):
+            assert np.max(np.abs(np.sort(gpu[axis]) - np.sort(cpu[axis]))) < 0.05
+    planar = cp.asarray(frame[6:7])
+    assert len(detect.detect_spots(planar, voxel)["z"]) == len(detect.detect_spots(frame[6:7], voxel)["z"])

@@ -89,3 +89,14 @@ def test_profile_fit_recovers_sigma_and_flags_what_it_cannot_fit():
     fits = spot_scale.fit_gaussian_profiles(flat_and_dip, np.ones(flat_and_dip.shape, bool), u)
     assert np.isinf(fits[0]) or np.isnan(fits[0])  # wider than the window, or no peak at all
     assert np.isnan(fits[1])  # a dip is no spot
+
+
+@pytest.mark.gpu
+def test_gpu_estimate_matches_cpu():
+    cp = pytest.importorskip("cupy")
+    voxel = (0.3, 0.1, 0.1)
+    stack = _stack("gaussian", (0.6, 0.2, 0.2), voxel)
+    cpu = spot_scale.estimate_spot_radius(list(stack), voxel)
+    gpu = spot_scale.estimate_spot_radius([cp.asarray(frame) for frame in stack], voxel)
+    assert gpu.n_spots == cpu.n_spots
+    np.testing.assert_allclose(gpu.sigma_um, cpu.sigma_um, rtol=0.01)

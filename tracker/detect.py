@@ -246,8 +246,9 @@ def _split_close_spots(volume, sigma: np.ndarray, quality, peaks, footprint_size
     merged = peaks & (count * float(np.prod(wide)) > 1.5)
     if not bool(merged.any()):
         return peaks, None
-    added = resolved & (ndimage.maximum_filter(merged, size=wide, mode="constant") > 0)
-    peaks = peaks & ~(ndimage.maximum_filter(added, size=footprint_size, mode="constant") > 0)
+    # (uint8: CuPy's rank filters take no booleans)
+    added = resolved & (ndimage.maximum_filter(merged.astype(xp.uint8), size=wide, mode="constant") > 0)
+    peaks = peaks & ~(ndimage.maximum_filter(added.astype(xp.uint8), size=footprint_size, mode="constant") > 0)
     return peaks, (added, sharp)
 
 

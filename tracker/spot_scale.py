@@ -51,7 +51,7 @@ WINDOW = 4.0
 STARTING_SCALES = (1.0, 2.0, 4.0)
 """Scales (σ, voxels) at which candidates are first sought on the first frame sampled."""
 
-MAX_VOXELS = 1 << 23
+MAX_VOXELS = 1 << 21
 """Larger frames are cropped to a central block of about this many voxels (in y, x) for speed."""
 
 _SIGMA_MIN = 0.25  # voxels: the smallest σ fitted (a point-like spot sampled by one voxel)

@@ -53,6 +53,7 @@ PSFS = {"gauss 0.35/0.15": ("gaussian", (0.35, 0.15, 0.15)),
 VOXELS = ((0.5, 0.2, 0.2), (0.3, 0.1, 0.1))
 PHOTONS = (150, 400, 1500)
 NN_UM = (1.5, 3.0)
+ORACLE_THRESHOLDS = (3.0, 3.5, 4.0, 4.5, 5.0, 5.5, 6.0, 7.0, 8.0, 10.0)
 BACKGROUND_PER_UM3 = 1000.0  # background photons per µm³ (so per voxel it scales with the voxel)
 
 
@@ -218,8 +219,10 @@ def evaluate_stack(label, psf, size, voxel, photons, nn_um, seed) -> dict:
     record["ours default"] = {**scores(found, truth), "time": elapsed + estimate_time / len(stack)}
     found, elapsed = run_ours(stack, voxel, true_radius)
     record["ours true radius"] = {**scores(found, truth), "time": elapsed}
-    low, _ = run_ours(stack, voxel, true_radius, threshold=2.0)
-    best, level = oracle({k: v for k, v in low.items() if k != "score"}, low["score"], truth)
+    # Re-run per threshold: which close spots are split depends on it, so filtering one run is not the same.
+    runs = [(scores(run_ours(stack, voxel, true_radius, threshold=level)[0], truth), level)
+            for level in ORACLE_THRESHOLDS]
+    best, level = max(runs, key=lambda run: run[0]["f1"])
     record["ours true radius, oracle"] = {**best, "time": elapsed, "threshold": level}
     for name, runner in (("blob_log", run_blob_log), ("trackpy", run_trackpy), ("TrackMate LoG", run_trackmate)):
         best, elapsed = runner(stack, voxel, sigma_vox, truth)
@@ -244,7 +247,8 @@ def markdown(records: list[dict]) -> str:
         "confocal-like jinc⁴ × sinc⁴ of widths (0.6, 0.16, 0.16) µm (best-fitting Gaussian σ "
         f"{', '.join(f'{s:.3f}' for s in gaussian_equivalent_sigma(PSFS['confocal'][1]))} µm). "
         "Peers are given the true σ and the threshold that maximises their F1 on the truth; ours at defaults is given "
-        "nothing. Radius: estimated / true (√3 σ).",
+        "nothing. Radius: estimated / true (√3 σ). Targets: ours at defaults reaches F1 ≥ the best peer's − 0.01, "
+        "and ≥ 0.95 where a peer reaches 0.97; RMSE ≤ that of the peer with the best F1.",
         "",
         "## F1 (and the targets)",
         "",
@@ -256,7 +260,8 @@ def markdown(records: list[dict]) -> str:
         best_peer = max(r[p]["f1"] for p in PEERS)
         ours = r["ours default"]["f1"]
         need = max(best_peer - 0.01, 0.95 if best_peer >= 0.97 else 0.0)
-        rmse_ok = r["ours default"]["rmse"] <= min(r[p]["rmse"] for p in PEERS if r[p]["f1"] >= best_peer - 0.05)
+        best_name = max(PEERS, key=lambda p: r[p]["f1"])
+        rmse_ok = r["ours default"]["rmse"] <= r[best_name]["rmse"]
         ratio = ", ".join(f"{e / t:.2f}" for e, t in zip(r["estimated_radius"], r["true_radius"]))
         verdict = ("F1 yes" if ours >= need else f"F1 NO (needs {need:.2f})") + (", RMSE yes" if rmse_ok else ", RMSE NO")
         lines.append(

@@ -1,18 +1,23 @@
 """Spot detection in 3D: difference of Gaussians, local maxima, sub-voxel refinement.
 
-The filter is anisotropic in voxels so that it is isotropic in micrometres.
+The filter is matched to the spot's size per axis (given, or estimated by
+:mod:`tracker.spot_scale`); its response is divided by its noise at each
+voxel (:mod:`tracker.dog`: the faces are noisier), and the threshold on that
+signal-to-noise ratio is chosen per frame so that noise explains at most 1 %
+of the detections (:func:`automatic_threshold`). Spots merged by the filter
+are split by a sharper band-pass (:func:`_split_close_spots`).
+
 Every function takes NumPy or CuPy volumes and computes with the matching
 array module (``scipy.ndimage`` or ``cupyx.scipy.ndimage``); only the small
-table of detections comes back to the host.
+table of detections (and a few maxima for the splitting) comes back to the
+host.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from types import ModuleType
 
 import numpy as np
-
 from scipy.spatial import cKDTree
 
 from .backend import get_array_module, to_numpy

@@ -54,7 +54,7 @@ def test_parameter_objects_equal_keywords(stack):
     for name in by_keywords.tracks:
         np.testing.assert_array_equal(by_keywords.tracks[name], by_objects.tracks[name])
     # threshold=None is the default threshold, as in tracker.detect
-    np.testing.assert_array_equal(detect_stack(stack, 0.5, None, device="cpu")["z"],
+    np.testing.assert_array_equal(detect_stack(stack, None, None, device="cpu")["z"],
                                   detect_stack(stack, detection=DetectionParams(device="cpu"))["z"])
 
 
@@ -125,7 +125,8 @@ def test_a_real_gpu_out_of_memory(stack):
 def test_the_gate_and_the_detection_scale_are_checked_before_their_work(stack, monkeypatch):
     calls = []
     with pytest.raises(InputError, match="--spot-radius 0.5 µm is 5e\\+08 voxels"):
-        track_stack(as_stack(stack.data, (1e-9, 1e-9, 1e-9)), progress=lambda *args: calls.append(args))
+        track_stack(as_stack(stack.data, (1e-9, 1e-9, 1e-9)), spot_radius_um=0.5,
+                    progress=lambda *args: calls.append(args))
     assert not calls
     monkeypatch.setattr("tracker.linking.linker.check_gate", functools.partial(validation.check_gate, budget=1024))
     with pytest.raises(InputError, match="--max-displacement 1e\\+09 µm admits about"):

@@ -84,3 +84,40 @@ def test_mobility_classes():
     assert 0.42 < rms[-len(rms) // 3:].mean() < 0.58  # the fast half
     with pytest.raises(ValueError, match="step_um"):
         simulate.simulate_tracks(5, 2, step_um=(0.1, -1.0))
+
+
+def test_camera_render_integrates_photons_over_voxels():
+    truth = {"frame": np.array([0, 0]), "z": np.array([2.0, 2.0]), "y": np.array([2.0, 4.04]),
+             "x": np.array([2.0, 2.52])}
+    voxel = (0.3, 0.1, 0.1)
+    for psf, size in (("gaussian", (0.35, 0.15, 0.15)), ("confocal", (0.6, 0.16, 0.16))):
+        stack = simulate.render_camera_stack(truth, (1, 14, 61, 61), voxel, psf, size, photons=20000,
+                                             background_photons=0.0, read_noise_e=0.0, gain=1.0, offset=0.0)
+        assert stack.dtype == np.uint16
+        assert int(stack.sum()) == pytest.approx(2 * 20000, rel=0.02)  # all photons land (shot noise aside)
+        second = stack[0, :, 30:, :].astype(np.float64)  # the spot at y = 4.04
+        grid = np.indices(second.shape).astype(np.float64)
+        centre = [(second * g).sum() / second.sum() for g in grid]
+        np.testing.assert_allclose(np.array(centre) * voxel + (0, 3.0, 0), (2.0, 4.04, 2.52), atol=0.02)
+    with pytest.raises(ValueError, match="psf"):
+        simulate.render_camera_stack(truth, (1, 5, 5, 5), voxel, "airy")
+
+
+def test_camera_render_noise_offset_and_gain():
+    stack = simulate.render_camera_stack({"frame": np.array([], int), "z": np.array([]), "y": np.array([]),
+                                          "x": np.array([])}, (2, 8, 64, 64), (0.3, 0.1, 0.1),
+                                         background_photons=10.0, read_noise_e=1.5, gain=2.0, offset=100.0, seed=3)
+    assert stack.mean() == pytest.approx(100 + 2 * 10, abs=0.1)
+    assert stack.std() == pytest.approx(2 * np.sqrt(10 + 1.5**2), rel=0.03)
+    again = simulate.render_camera_stack({"frame": np.array([], int), "z": np.array([]), "y": np.array([]),
+                                          "x": np.array([])}, (2, 8, 64, 64), (0.3, 0.1, 0.1),
+                                         background_photons=10.0, read_noise_e=1.5, gain=2.0, offset=100.0, seed=3)
+    assert np.array_equal(stack, again)
+
+
+def test_confocal_psf_and_its_gaussian_equivalent():
+    width = (0.6, 0.16, 0.16)
+    assert simulate.confocal_psf(np.zeros(3), width) == pytest.approx(1.0)
+    assert simulate.confocal_psf(np.array([np.pi * 0.6, 0, 0]), width) == pytest.approx(0.0, abs=1e-12)
+    sigma = simulate.gaussian_equivalent_sigma(width)
+    np.testing.assert_allclose(sigma / np.asarray(width), (0.84, 0.97, 0.97), atol=0.02)

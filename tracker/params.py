@@ -172,14 +172,16 @@ class DetectionParams(_Validated):
 
     _section = "detection"
 
-    spot_radius_um: float | tuple[float, ...] = _param(
-        0.5, unit=UM, cli="--spot-radius", minimum=0, minimum_open=True, per_axis=True,
-        help="Spot radius (√3 × the PSF's Gaussian σ): one value (isotropic) or Z,Y,X for an elongated PSF.")
-    threshold: float = _param(
-        6.0, cli="--threshold", minimum=0, minimum_open=True,
-        help="Detection threshold, in units of the filter response's background noise (a signal-to-noise "
-             "ratio). On simulated stacks the largest noise maximum in ~10⁶ voxels sits near 6; spots at "
-             "SNR 4 (peak over background noise) give 6-9.")
+    spot_radius_um: float | tuple[float, ...] | None = _param(
+        None, unit=UM, cli="--spot-radius", minimum=0, minimum_open=True, per_axis=True, optional=True,
+        help="Spot radius (√3 × the PSF's Gaussian σ): one value (isotropic), Z,Y,X for an elongated PSF, or "
+             "Y,X for 2D. Estimated from the stack when not given (the brightest isolated spots' Gaussian fits).")
+    threshold: float | None = _param(
+        None, cli="--threshold", minimum=0, minimum_open=True, optional=True,
+        help="Detection threshold: the filter response over its noise at that voxel (a signal-to-noise ratio; "
+             "the faces' higher noise included). Not given: chosen per frame as the lowest at which noise would "
+             "explain at most 1 % of the detections (noise maxima expected from the response's smoothness), "
+             "between 3.5 and 8.")
     device: str = _param(
         "auto", cli="--device", choices=("auto", "cpu", "gpu"),
         help="Where detection runs: 'auto' uses a GPU when CuPy finds one.")

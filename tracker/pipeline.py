@@ -23,14 +23,10 @@ from .errors import InputError
 from .linking import LinkSummary, link_detections
 from .params import DETECTION_DEFAULTS, LINKING_DEFAULTS, DetectionParams, LinkingParams
 from .progress import ProgressCallback, Stage
+from .spot_scale import SpotScale, estimate_spot_radius, frames_to_sample
 from .stack import Stack, as_stack
 from .tables import Table, concat_tables, empty_detections
 from .validation import InputWarning, check_detection_scale
-
-DEFAULT_SPOT_RADIUS_UM = DETECTION_DEFAULTS.spot_radius_um
-"""Kept for the napari widget until it reads :data:`tracker.params.DETECTION_DEFAULTS`."""
-DEFAULT_MAX_DISPLACEMENT_UM = LINKING_DEFAULTS.max_displacement_um
-"""Kept for the napari widget until it reads :data:`tracker.params.LINKING_DEFAULTS`."""
 
 _D, _L = DETECTION_DEFAULTS, LINKING_DEFAULTS
 
@@ -46,6 +42,9 @@ class TrackingResult:
     """Seconds spent per stage (``detect``, ``link``)."""
     linking: LinkSummary | None = None
     """What the linker measured and decided (:func:`tracker.linking.link_detections`)."""
+    spot_scale: SpotScale | None = None
+    """The spot size estimated from the stack (``str()``: "spot radius 0.61, 0.26, 0.26 µm (estimated from
+    143 spots)"); None when ``spot_radius_um`` was given."""
 
     @property
     def n_tracks(self) -> int:
@@ -75,9 +74,27 @@ def _same(value: Any, default: Any) -> bool:
         return False
 
 
+def estimate_stack_spot_scale(stack: Stack, device: str = "auto") -> SpotScale:
+    """The spot size of ``stack``, from a few frames spread over it (:func:`tracker.spot_scale.estimate_spot_radius`)."""
+    return _estimate_spot_scale(stack, resolve_device(device), device)[0]
+
+
+def _estimate_spot_scale(stack: Stack, xp: Any, device: str) -> tuple[SpotScale, Any]:
+    """The spot size on ``xp``'s device, and the array module detection goes on with (NumPy after a GPU
+    out-of-memory error with ``device="auto"``, as in :func:`detect_stack`)."""
+    sampled = frames_to_sample(stack.n_frames)
+    try:
+        return estimate_spot_radius((xp.asarray(stack.frame(t)) for t in sampled), stack.voxel_size), xp
+    except Exception as error:
+        if xp is np or not _gpu_out_of_memory(error):
+            raise
+        xp = _cpu_after_gpu_out_of_memory(xp, device, stack, sampled[0])
+        return estimate_spot_radius((np.asarray(stack.frame(t)) for t in sampled), stack.voxel_size), xp
+
+
 def detect_stack(
     stack: Stack,
-    spot_radius_um: float | Sequence[float] = _D.spot_radius_um,
+    spot_radius_um: float | Sequence[float] | None = _D.spot_radius_um,
     threshold: float | None = _D.threshold,
     *,
     device: str = _D.device,
@@ -90,7 +107,9 @@ def detect_stack(
     ----------
     stack : Stack
     spot_radius_um, threshold, device
-        See :class:`tracker.params.DetectionParams` (``threshold=None``: the default).
+        See :class:`tracker.params.DetectionParams`: ``spot_radius_um=None`` estimates one spot size for the
+        whole stack from a few frames (:func:`estimate_stack_spot_scale`); ``threshold=None`` chooses it per
+        frame (:func:`tracker.detect.automatic_threshold`).
     detection : DetectionParams, optional
         All of them as one object, instead of the keywords.
     progress : callable, optional
@@ -109,10 +128,20 @@ def detect_stack(
     """
     keywords = {"spot_radius_um": spot_radius_um, "threshold": _D.threshold if threshold is None else threshold,
                 "device": device}
-    arguments = _stage_params(DetectionParams, detection, _D, keywords).to_dict()
-    check_detection_scale(stack.shape[1:], stack.voxel_size, arguments["spot_radius_um"])
+    return _detect_stack(stack, _stage_params(DetectionParams, detection, _D, keywords), progress)[0]
+
+
+def _detect_stack(stack: Stack, detection: DetectionParams,
+                  progress: ProgressCallback | None) -> tuple[Table, SpotScale | None]:
+    """:func:`detect_stack`, and the spot size it estimated (None where the radius was given)."""
+    arguments = detection.to_dict()
     device = arguments.pop("device")
     xp = resolve_device(device)
+    spot_scale = None
+    if arguments["spot_radius_um"] is None:  # one scale for the whole stack, estimated from a few frames
+        spot_scale, xp = _estimate_spot_scale(stack, xp, device)
+        arguments["spot_radius_um"] = spot_scale.radius_um
+    check_detection_scale(stack.shape[1:], stack.voxel_size, arguments["spot_radius_um"])
     tables = []
     n_constant = 0
     for t in range(stack.n_frames):
@@ -131,8 +160,8 @@ def detect_stack(
         raise InputError("every frame of the stack is constant (a blank image): there is nothing to detect")
     if stack.n_frames and not any(len(table["frame"]) for table in tables):
         warnings.warn(f"no spots found in {stack.n_frames} frame(s): check --spot-radius and --voxel-size (both in "
-                      f"µm) and --threshold", InputWarning, stacklevel=2)
-    return concat_tables(tables) if tables else empty_detections()
+                      f"µm) and --threshold", InputWarning, stacklevel=3)
+    return (concat_tables(tables) if tables else empty_detections()), spot_scale
 
 
 def _detect_frame(stack: Stack, t: int, xp: Any, arguments: Mapping[str, Any]) -> tuple[Table, bool]:
@@ -199,10 +228,12 @@ def track_stack(
         From :func:`tracker.io.read_stack`, or an array in memory.
     voxel_size_um : (3,) floats, optional
         ``z, y, x`` voxel size in µm; overrides the stack's.
-    spot_radius_um : float or (3,) floats
-        Spot radius in µm (isotropic, or ``z, y, x``).
+    spot_radius_um : float, (3,) floats or None
+        Spot radius in µm (isotropic, or ``z, y, x``); None (the default): estimated from a few frames of the
+        stack (:func:`estimate_stack_spot_scale`, reported in :attr:`TrackingResult.spot_scale`).
     threshold : float, optional
-        Detection threshold in units of background noise (None: the default).
+        Detection threshold in units of the filter response's noise; None (the default): chosen per frame
+        (:func:`tracker.detect.automatic_threshold`).
     device : {"auto", "cpu", "gpu"}
         Where detection runs.
     max_displacement_um : float
@@ -241,9 +272,9 @@ def track_stack(
     linking = _stage_params(LinkingParams, linking, _L, keywords)
     timings: dict[str, float] = {}
     start = time.perf_counter()
-    detections = detect_stack(stack, detection=detection, progress=progress)
+    detections, spot_scale = _detect_stack(stack, detection, progress)
     timings["detect"] = time.perf_counter() - start
     start = time.perf_counter()
     tracks, summary = link_detections(detections, progress=progress, return_summary=True, **linking.to_dict())
     timings["link"] = time.perf_counter() - start
-    return TrackingResult(detections, tracks, stack.voxel_size, timings, summary)
+    return TrackingResult(detections, tracks, stack.voxel_size, timings, summary, spot_scale)

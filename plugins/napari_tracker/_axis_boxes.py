@@ -15,7 +15,10 @@ class AxisBoxes(QWidget):
 
     valueChanged = Signal()  # noqa: N815 (Qt naming)
 
-    def __init__(self, minimum: float, maximum: float, step: float, decimals: int, unit: str = "", parent=None):
+    def __init__(self, minimum: float, maximum: float, step: float, decimals: int, unit: str = "",
+                 auto_text: str | None = None, parent=None):
+        """``auto_text``: an optional value; each box's lowest entry, one step below ``minimum``, shows this text
+        and stands for None (all boxes at it: :meth:`value` is None)."""
         super().__init__(parent)
         row = QHBoxLayout(self)
         row.setContentsMargins(0, 0, 0, 0)
@@ -23,7 +26,9 @@ class AxisBoxes(QWidget):
         for _ in AXES:
             box = QDoubleSpinBox()
             box.setDecimals(decimals)
-            box.setRange(minimum, maximum)
+            box.setRange(minimum - step if auto_text else minimum, maximum)
+            if auto_text:
+                box.setSpecialValueText(auto_text)
             box.setSingleStep(step)
             if unit:
                 box.setSuffix(f" {unit}")
@@ -36,11 +41,16 @@ class AxisBoxes(QWidget):
         for box in self.boxes:
             box.setToolTip(text)
 
-    def value(self) -> tuple[float, float, float]:
+    def value(self) -> tuple[float, float, float] | None:
+        """The values ``(z, y, x)``; None when the value is optional and every box shows its "auto" entry."""
+        if all(box.specialValueText() and box.value() == box.minimum() for box in self.boxes):
+            return None
         return tuple(box.value() for box in self.boxes)  # type: ignore[return-value]
 
     def setValue(self, value: float | Sequence[float]) -> None:  # noqa: N802 (Qt naming)
-        """One number for every axis, ``(z, y, x)``, or ``(y, x)`` (z takes y's)."""
+        """One number for every axis, ``(z, y, x)``, or ``(y, x)`` (z takes y's); None: every box at "auto"."""
+        if value is None:
+            value = self.boxes[0].minimum()
         numbers = tuple(value) if isinstance(value, (tuple, list)) or hasattr(value, "__len__") else (value,)
         numbers = (numbers[0],) * (len(self.boxes) - len(numbers)) + numbers
         self.blockSignals(True)

@@ -91,7 +91,7 @@ class ParameterForm(QWidget):
         low = -UNBOUNDED if meta.minimum is None else meta.minimum + (tick if meta.minimum_open else 0)
         high = UNBOUNDED if meta.maximum is None else meta.maximum - (tick if meta.maximum_open else 0)
         if meta.per_axis:
-            return AxisBoxes(low, high, step, DECIMALS, meta.unit)
+            return AxisBoxes(low, high, step, DECIMALS, meta.unit, auto_text=AUTO if meta.optional else None)
         if meta.optional:
             low -= step  # the "auto" entry, one step below the range
         box = QSpinBox() if kind == "int" else QDoubleSpinBox()
@@ -114,7 +114,9 @@ class ParameterForm(QWidget):
         for name, widget in self.inputs.items():
             if isinstance(widget, AxisBoxes):
                 numbers = widget.value()
-                values[name] = numbers[0] if len(set(numbers)) == 1 else numbers  # one number: isotropic
+                if numbers is not None and len(set(numbers)) == 1:
+                    numbers = numbers[0]  # one number: isotropic
+                values[name] = numbers
             elif isinstance(widget, QComboBox):
                 values[name] = widget.currentText()
             elif isinstance(widget, QCheckBox):

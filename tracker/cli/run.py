@@ -56,6 +56,8 @@ def run_command(stack: Path, output: Path | None, detections_path: Path | None, 
     with ProgressBars(enabled=not quiet) as progress:
         result = track_stack(data, detection=detection, linking=linking, progress=progress)
     tracks = {k: v for k, v in result.tracks.items() if not k.endswith("_vox")}
+    if result.spot_scale is not None:  # (saved as used: --config reproduces the run without estimating again)
+        detection = detection.replace(spot_radius_um=result.spot_scale.radius_um)
     write_tracks(output, tracks, output_format, overwrite=overwrite, voxel_size=data.voxel_size, image_path=stack,
                  parameters={"detection": detection.to_dict(), "linking": linking.to_dict()})
     if detections_path:
@@ -70,4 +72,6 @@ def run_command(stack: Path, output: Path | None, detections_path: Path | None, 
             f"total {time.perf_counter() - started:.2f} s",
             err=True,
         )
+        if result.spot_scale is not None:
+            click.echo(str(result.spot_scale), err=True)
         echo_summary(result.linking)

@@ -160,7 +160,8 @@ def write_tracks(path: str | os.PathLike, tracks: Mapping[str, Any], format: str
     elif kind == "trackmate":
         from .trackmate import write_trackmate
 
-        write_trackmate(path, tracks, overwrite, voxel_size=voxel_size, image_path=image_path)
+        radius = ((parameters or {}).get("detection") or {}).get("spot_radius_um")
+        write_trackmate(path, tracks, overwrite, voxel_size=voxel_size, image_path=image_path, radius_um=radius)
     else:
         from .isbi import write_isbi
 

@@ -28,7 +28,6 @@ from xml.sax.saxutils import quoteattr
 import numpy as np
 
 from ..errors import InputError
-from ..params import DETECTION_DEFAULTS
 from ..tables import Table
 from ._atomic import atomic_path
 from ._graph import check_tracks, track_ids_from_links, track_links, tracks_table, xml_root
@@ -42,6 +41,11 @@ _RESERVED = {"ID", "NAME", "POSITION_X", "POSITION_Y", "POSITION_Z", "POSITION_T
 _NOT_SPOT_FEATURES = {"track_id", "frame", "x", "y", "z", "quality", "radius", "link_cost", "link_confidence"}
 _UNIT_TO_UM = {"µm": 1.0, "um": 1.0, "micron": 1.0, "microns": 1.0, "micrometer": 1.0, "nm": 1e-3,
                "nanometer": 1e-3, "mm": 1e3}
+
+
+DISPLAY_RADIUS_UM = 0.5
+"""The radius TrackMate draws each spot with when the spot size is not known (the detector estimated it per
+stack and the tracks carry no ``radius`` column): display only, TrackMate's tracking does not read it."""
 
 
 def write_trackmate(path: str | os.PathLike, tracks: Mapping[str, Any], overwrite: bool = False, *,
@@ -60,7 +64,7 @@ def write_trackmate(path: str | os.PathLike, tracks: Mapping[str, Any], overwrit
         Replace an existing file.
     radius_um : float or (z, y, x) floats, optional
         Spot radius shown by TrackMate where there is no ``radius`` column (the lateral one of three);
-        default: the detection default.
+        default: :data:`DISPLAY_RADIUS_UM`.
     voxel_size : (z, y, x) floats, optional
         µm per voxel of the image, for ``ImageData`` (default 1 µm).
     image_path : path, optional
@@ -74,8 +78,7 @@ def write_trackmate(path: str | os.PathLike, tracks: Mapping[str, Any], overwrit
     table = check_tracks(tracks, what="tracks")
     n = len(table["frame"])
     is_3d = "z" in table
-    radius = radius_um if radius_um is not None else DETECTION_DEFAULTS.spot_radius_um
-    radius = float(np.ravel(radius)[-1])
+    radius = float(np.ravel(radius_um if radius_um is not None else DISPLAY_RADIUS_UM)[-1])
     features = _spot_features(table)
     columns = {
         "POSITION_X": table["x"], "POSITION_Y": table["y"],

@@ -1,0 +1,102 @@
+import numpy as np
+import pytest
+
+from tracker import simulate, spot_scale
+
+
+def _stack(psf, size, voxel, n_spots=40, frames=2, photons=1000.0, field=(6.0, 12.0, 12.0), seed=0):
+    truth = simulate.simulate_tracks(n_spots, frames, field, 0.3, margin_um=0.0, seed=seed)
+    shape = (frames, *(int(round(f / v)) + 1 for f, v in zip(field, voxel)))
+    return simulate.render_camera_stack(truth, shape, voxel, psf, size, photons=photons,
+                                        background_photons=1000.0 * float(np.prod(voxel)), seed=seed)
+
+
+@pytest.mark.parametrize("psf, size, voxel", [
+    ("gaussian", (0.35, 0.15, 0.15), (0.5, 0.2, 0.2)),   # z sampled at 0.7 σ: under-sampled
+    ("gaussian", (0.6, 0.2, 0.2), (0.3, 0.1, 0.1)),
+    ("gaussian", (0.8, 0.3, 0.3), (0.25, 0.1, 0.1)),     # 3 voxels per σ
+    ("confocal", (0.6, 0.16, 0.16), (0.3, 0.1, 0.1)),    # not a Gaussian: its best-fitting one
+])
+def test_estimated_radius_within_15_percent(psf, size, voxel):
+    stack = _stack(psf, size, voxel)
+    scale = spot_scale.estimate_spot_radius(list(stack), voxel)
+    truth = np.asarray(size) if psf == "gaussian" else simulate.gaussian_equivalent_sigma(size)
+    assert scale.estimated and scale.n_spots >= spot_scale.MIN_SPOTS
+    np.testing.assert_allclose(scale.sigma_um, truth, rtol=0.15)
+    np.testing.assert_allclose(scale.radius_um, np.sqrt(3) * np.asarray(scale.sigma_um))
+    assert str(scale).startswith("spot radius ") and "estimated from" in str(scale)
+
+
+def test_estimate_on_point_sampled_stack_of_another_renderer():
+    voxel, size = (0.4, 0.15, 0.15), (0.45, 0.18, 0.18)
+    truth = simulate.simulate_tracks(40, 2, (6.0, 12.0, 12.0), 0.3, margin_um=0.0, seed=1)
+    stack = simulate.render_stack(truth, (2, 16, 81, 81), voxel, size, snr=8, seed=1)
+    scale = spot_scale.estimate_spot_radius(list(stack), voxel)
+    np.testing.assert_allclose(scale.sigma_um, size, rtol=0.15)
+
+
+def test_2d_frames_give_a_2d_scale():
+    voxel, size = (1.0, 0.1, 0.1), (1.0, 0.2, 0.2)
+    truth = simulate.simulate_tracks(50, 2, (0.0, 15.0, 15.0), 0.3, margin_um=0.0, seed=2)
+    stack = simulate.render_camera_stack(truth, (2, 1, 151, 151), voxel, "gaussian", size, photons=800,
+                                         background_photons=5.0, seed=2)
+    scale = spot_scale.estimate_spot_radius(list(stack), voxel)
+    assert len(scale.sigma_um) == 2
+    np.testing.assert_allclose(scale.sigma_um, size[1:], rtol=0.15)
+    assert str(scale).count(",") == 1
+
+
+def test_noise_only_falls_back_and_says_so():
+    noise = np.random.default_rng(0).normal(100, 5, (2, 10, 40, 40))
+    scale = spot_scale.estimate_spot_radius(list(noise), (0.5, 0.2, 0.2))
+    assert not scale.estimated and scale.n_spots < spot_scale.MIN_SPOTS
+    np.testing.assert_allclose(scale.sigma_um, (0.5, 0.2, 0.2))
+    assert "1 voxel" in str(scale)
+    assert not spot_scale.estimate_spot_radius([], (0.5, 0.2, 0.2)).estimated
+
+
+def test_reads_no_more_frames_than_needed():
+    voxel = (0.5, 0.2, 0.2)
+    stack = _stack("gaussian", (0.35, 0.15, 0.15), voxel, n_spots=80, frames=1)
+    read = []
+
+    def frames():
+        for t in range(50):
+            read.append(t)
+            yield stack[0]
+
+    scale = spot_scale.estimate_spot_radius(frames(), voxel)
+    assert scale.estimated and spot_scale.TARGET_SPOTS <= scale.n_spots < spot_scale.TARGET_SPOTS + scale.n_spots / len(read)
+    assert len(read) < 50
+
+
+def test_frames_to_sample():
+    assert spot_scale.frames_to_sample(0) == []
+    assert spot_scale.frames_to_sample(1) == [0]
+    assert spot_scale.frames_to_sample(2) == [0, 1]
+    assert spot_scale.frames_to_sample(100) == [0, 50, 99]
+
+
+def test_profile_fit_recovers_sigma_and_flags_what_it_cannot_fit():
+    u = np.arange(-8, 9, dtype=np.float64)
+    sigmas = np.array([0.6, 1.3, 2.7])
+    centres = np.array([0.3, -0.45, 0.0])
+    profiles = 50 + 400 * np.exp(-0.5 * ((u[None] - centres[:, None]) / sigmas[:, None]) ** 2)
+    valid = np.ones(profiles.shape, dtype=bool)
+    valid[2, :3] = False  # a profile cut by the volume's face
+    np.testing.assert_allclose(spot_scale.fit_gaussian_profiles(profiles, valid, u), sigmas, rtol=0.01)
+    flat_and_dip = np.stack([np.full(len(u), 7.0) + 0.01 * u**2, 50 - 40 * np.exp(-0.5 * u**2)])
+    fits = spot_scale.fit_gaussian_profiles(flat_and_dip, np.ones(flat_and_dip.shape, bool), u)
+    assert np.isinf(fits[0]) or np.isnan(fits[0])  # wider than the window, or no peak at all
+    assert np.isnan(fits[1])  # a dip is no spot
+
+
+@pytest.mark.gpu
+def test_gpu_estimate_matches_cpu():
+    cp = pytest.importorskip("cupy")
+    voxel = (0.3, 0.1, 0.1)
+    stack = _stack("gaussian", (0.6, 0.2, 0.2), voxel)
+    cpu = spot_scale.estimate_spot_radius(list(stack), voxel)
+    gpu = spot_scale.estimate_spot_radius([cp.asarray(frame) for frame in stack], voxel)
+    assert gpu.n_spots == cpu.n_spots
+    np.testing.assert_allclose(gpu.sigma_um, cpu.sigma_um, rtol=0.01)

@@ -60,3 +60,63 @@ def sparse_graphs(draw, max_size: int = 8):
     mask = rng.random((n, m)) < draw(st.sampled_from([0.3, 0.6, 1.0]))
     weights = rng.integers(-5, 20, (n, m)).astype(float) if draw(st.booleans()) else rng.normal(size=(n, m))
     return mask, weights
+
+
+def _displaced_clouds(n: int, step: float, seed: int, died: float, born: float, xp):
+    """``n`` points uniform at unit density, the displaced copy (per-axis sigma = ``step`` x the mean
+    nearest-neighbour distance) with a fraction ``died`` removed and ``born`` new points, shuffled; and sigma."""
+    from scipy.spatial import cKDTree
+
+    rng = np.random.default_rng(seed)
+    side = n ** (1 / 3)
+    points = rng.random((n, 3)) * side
+    sigma = step * float(cKDTree(points).query(points, k=2, workers=-1)[0][:, 1].mean())
+    moved = points + rng.normal(0.0, sigma, points.shape)
+    moved = moved[rng.random(n) >= died]
+    moved = np.concatenate([moved, rng.random((int(round(born * n)), 3)) * side])
+    return xp.asarray(points), xp.asarray(moved[rng.permutation(len(moved))]), sigma
+
+
+def _gate(points, moved, radius, backend):
+    if backend == "gpu":
+        from tracker.gating_gpu import gated_links_gpu
+
+        return gated_links_gpu(points, moved, radius)
+    from scipy.spatial import cKDTree
+
+    pairs = cKDTree(points).sparse_distance_matrix(cKDTree(moved), radius, output_type="coo_matrix")
+    return pairs.row.astype(np.int64), pairs.col.astype(np.int64), pairs.data**2
+
+
+def generous_gate_instance(n: int, step: float, seed: int = 0, backend: str = "cpu"):
+    """Issue 27's generous-gate family: a gated linking problem with tens of candidates per row.
+
+    Uniform points at unit density, displaced by a Gaussian of per-axis sigma = ``step`` x the mean
+    nearest-neighbour distance, 5 % of them dying and 5 % born; candidates within 4.5 sqrt(3) sigma (4.5
+    RMS steps), cost = squared distance, no-link cost 1.05 x the largest candidate cost. ``backend="gpu"``
+    gates on the GPU (``tracker.gating_gpu``; CuPy arrays out). Candidates per row: about 1.3 / 9.5 / 38 /
+    104 at steps 0.1 / 0.3 / 0.5 / 0.7. Returns ``rows, cols, cost, (n_rows, n_cols), no_link_cost``.
+    """
+    import numpy as xp_np
+
+    xp = xp_np
+    if backend == "gpu":
+        import cupy as xp
+    points, moved, sigma = _displaced_clouds(n, step, seed, 0.05, 0.05, xp)
+    rows, cols, cost = _gate(points, moved, 4.5 * np.sqrt(3) * sigma, backend)
+    no_link = 1.05 * float(cost.max()) if cost.size else 1.0
+    return rows, cols, cost, (n, int(moved.shape[0])), no_link
+
+
+def full_matching_instance(n: int, step: float, seed: int = 0, backend: str = "cpu"):
+    """Issue 27's full-matching family: the clouds of :func:`generous_gate_instance` with no births (5 %
+    dying), gated at 6 sigma, so that every surviving point can match its origin (a full matching of the
+    smaller side exists with probability about 1 - 1e-7 n). Returns ``rows, cols, cost, (n_rows, n_cols)``."""
+    import numpy as xp_np
+
+    xp = xp_np
+    if backend == "gpu":
+        import cupy as xp
+    points, moved, sigma = _displaced_clouds(n, step, seed, 0.05, 0.0, xp)
+    rows, cols, cost = _gate(points, moved, 6.0 * sigma, backend)
+    return rows, cols, cost, (n, int(moved.shape[0]))

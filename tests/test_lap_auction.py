@@ -13,10 +13,11 @@ import scipy.sparse as sp
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+import lap_instances
 from lap_instances import random_costs, sparse_graphs
 from tracker import lap
 from tracker.simulate import gated_frame_pair
-from tracker.lap import _scipy, auction
+from tracker.lap import _scipy, auction, gated_auction
 
 
 # ------------------------------------------------------------------ helpers --
@@ -27,6 +28,11 @@ def gated_objective(rows, cols, chosen_r, chosen_c, cost, row_un, col_un):
     assert len(np.unique(chosen_r)) == len(chosen_r) and len(np.unique(chosen_c)) == len(chosen_c)
     links = sum(cost[index[(int(r), int(c))]] for r, c in zip(chosen_r, chosen_c))
     return links + row_un.sum() - row_un[chosen_r].sum() + col_un.sum() - col_un[chosen_c].sum()
+
+
+def generous_gate_instance(n, step, seed):
+    """The issue's generous-gate family (``tests/lap_instances.py``): tens of candidates per row."""
+    return lap_instances.generous_gate_instance(n, step, seed=seed)
 
 
 def geometric_gated(n, step, seed, gate_factor=3.0):
@@ -89,15 +95,50 @@ def test_emulated_asymmetric_form_on_tracking_costs():
 
 
 @pytest.mark.parametrize("integer", [False, True])
-def test_emulated_ties_go_to_the_square_form(integer, monkeypatch):
-    monkeypatch.setattr(auction, "ASYMMETRIC_MAX_ROUNDS", 200)
-    rows, cols, cost, row_un, col_un = war_of_ties()
+def test_emulated_war_of_ties_is_solved_exactly(integer):
+    # the single phase at eps = 1 (the first try) climbs in steps of eps; epsilon-scaling ends it
+    rows, cols, cost, row_un, col_un = war_of_ties(6, 4)
     if integer:
         cost, row_un, col_un = cost * 10, np.round(row_un), np.round(col_un)
-    got_r, got_c = auction.solve_gated(3, 2, rows, cols, cost, row_un, col_un, emulate=True)
-    assert auction.LAST_STATS["form"] == "square"
-    assert auction.LAST_STATS["why_not_asymmetric"] == ("integer costs" if integer else "more than 203 rounds")
-    assert len(got_r) == 2 and len(set(got_c.tolist())) == 2
+    got_r, got_c = auction.solve_gated(6, 4, rows, cols, cost, row_un, col_un, emulate=True)
+    assert auction.LAST_STATS["form"] == "asymmetric"
+    assert len(got_r) == 4 and len(set(got_c.tolist())) == 4
+
+
+@pytest.mark.parametrize("first_try_rounds", [0, 300])
+@pytest.mark.parametrize("step", [0.3, 0.5, 0.7])
+def test_emulated_generous_gates_match_scipy(step, first_try_rounds, monkeypatch):
+    monkeypatch.setattr(gated_auction, "FIRST_TRY_ROUNDS", first_try_rounds)
+    rows, cols, cost, shape, un = generous_gate_instance(400, step, seed=int(step * 10))
+    row_un, col_un = np.full(shape[0], un), np.full(shape[1], un)
+    got_r, got_c = auction.solve_gated(*shape, rows, cols, cost, row_un, col_un, emulate=True)
+    ref_r, ref_c = _scipy.solve_gated(*shape, rows, cols, cost, row_un, col_un)
+    np.testing.assert_allclose(gated_objective(rows, cols, got_r, got_c, cost, row_un, col_un),
+                               gated_objective(rows, cols, ref_r, ref_c, cost, row_un, col_un), rtol=1e-12)
+    if first_try_rounds == 0:
+        assert gated_auction.LAST_STATS["phases"] > 1
+
+
+@settings(max_examples=150, deadline=None)
+@given(sparse_graphs(max_size=7), st.booleans())
+def test_emulated_full_matching_matches_scipy(graph, integer):
+    mask, weights = graph
+    if integer:
+        weights = np.round(weights * 3)
+    rows, cols = np.nonzero(mask)
+    n, m = mask.shape
+    if n > m or rows.size == 0:
+        return
+    biadjacency = sp.csr_array((weights[rows, cols] + 0.0, (rows, cols)), shape=(n, m))
+    col = auction.solve_sparse(biadjacency.indptr, biadjacency.indices, biadjacency.data, (n, m), emulate=True)
+    dense = np.where(mask, weights, np.inf)
+    try:
+        expected = dense[scipy.optimize.linear_sum_assignment(dense)].sum()
+    except ValueError:
+        assert (col < 0).all()
+        return
+    assert sorted(set(col.tolist())) == sorted(col.tolist()) and (col >= 0).all()
+    np.testing.assert_allclose(dense[np.arange(n), col].sum(), expected, rtol=1e-9, atol=1e-9)
 
 
 def test_emulated_driver_dense_and_batched_rounds(monkeypatch):
@@ -328,11 +369,12 @@ def test_gated_geometric_3d(n, step):
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("gauss_seidel_rows", [0, 1, 64])
+@pytest.mark.parametrize("gs_rows, small", [(0, 64), (4, 64), (64, 64), (4, 0), (4, 100000)])
 @pytest.mark.parametrize("integer", [False, True])
-def test_gated_gauss_seidel_tail_settings(gauss_seidel_rows, integer, monkeypatch):
-    monkeypatch.setattr(auction, "GAUSS_SEIDEL_ROWS", gauss_seidel_rows)
-    rows, cols, cost, shape, un = geometric_gated(10000, 0.6, seed=11)
+def test_gated_tail_settings(gs_rows, small, integer, monkeypatch):
+    monkeypatch.setattr(gated_auction, "GS_ROWS", gs_rows)
+    monkeypatch.setattr(gated_auction, "SMALL", small)
+    rows, cols, cost, shape, un = generous_gate_instance(10000, 0.5, seed=11)
     if integer:
         cost, un = np.round(cost * 1000), float(np.round(un * 1000))
     row_un, col_un = np.full(shape[0], un), np.full(shape[1], un)
@@ -341,6 +383,30 @@ def test_gated_gauss_seidel_tail_settings(gauss_seidel_rows, integer, monkeypatc
         assert got == ref
     else:
         np.testing.assert_allclose(got, ref, rtol=1e-9)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("step", [0.1, 0.3, 0.4, 0.5, 0.7])
+@pytest.mark.parametrize("first_try_rounds", [0, 300])
+def test_generous_gates_exact(step, first_try_rounds, monkeypatch):
+    monkeypatch.setattr(gated_auction, "FIRST_TRY_ROUNDS", first_try_rounds)
+    rows, cols, cost, shape, un = generous_gate_instance(10000, step, seed=int(step * 100))
+    row_un, col_un = np.full(shape[0], un), np.full(shape[1], un)
+    got, ref = check_gated(rows, cols, cost, shape, row_un, col_un)
+    np.testing.assert_allclose(got, ref, rtol=1e-9)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("step", [0.1, 0.3, 0.5])
+def test_full_matching_family_matches_scipy(step):
+    from scipy.sparse.csgraph import min_weight_full_bipartite_matching
+
+    rows, cols, cost, shape = lap_instances.full_matching_instance(10000, step, seed=int(step * 100))
+    graph = sp.csr_array((cost + 1.0, (rows, cols)), shape=shape)  # + 1: SciPy drops stored zeros
+    got_r, got_c = lap.min_weight_full_bipartite_matching(graph, solver="auction")
+    ref_r, ref_c = min_weight_full_bipartite_matching(graph)
+    assert len(got_r) == min(shape) and len(np.unique(got_c)) == len(got_c)
+    np.testing.assert_allclose(graph[got_r, got_c].sum(), graph[ref_r, ref_c].sum(), rtol=1e-9)
 
 
 @pytest.mark.gpu
@@ -357,11 +423,10 @@ def test_gated_asymmetric_form_used_without_components(step, monkeypatch):
 
 
 @pytest.mark.gpu
-def test_gated_war_of_ties_falls_back(monkeypatch):
-    monkeypatch.setattr(auction, "ASYMMETRIC_MAX_ROUNDS", 500)
+def test_gated_war_of_ties_exact():
     rows, cols, cost, row_un, col_un = war_of_ties(40, 30)
     got, ref = check_gated(rows, cols, cost, (40, 30), row_un, col_un)
-    assert auction.LAST_STATS["form"] == "square"
+    assert auction.LAST_STATS["form"] == "asymmetric"
     assert got == ref
 
 

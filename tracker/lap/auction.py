@@ -7,23 +7,12 @@ list of unassigned rows, and epsilon-scaling (kernels in ``auction.cu``). When
 few rows remain unassigned a single block runs the rest of the phase without
 kernel launches.
 
-Gated problems with non-integral costs (tracking) are first tried in their
-*asymmetric* form, without dummy rows: every row is matched either to one of
-its candidate columns, at cost ``cost - row no-link - column no-link``, or to
-a private "no link" column at cost 0, and columns may stay unmatched. One
-forward auction with ``eps = 1`` from zero prices solves it exactly (an
-object that was never bid on keeps price 0, which is what optimality asks of
-an unmatched column; epsilon-scaling would break that, Bertsekas & Castañon
-1992). On generic float costs bidding wars are short (a few hundred rounds at
-10k rows, step 0.5 x NN, instead of tens of thousands over 25 phases of the
-square form, whose dummy rows bid for their zero-cost dummy columns in long
-ties). Exact ties can make the war climb in steps of ``eps``: past
-:data:`ASYMMETRIC_MAX_ROUNDS` the square form below takes over.
-
-Prices are not warm-started from the previous frame pair (issue 4 asked for it
-"where that helps"): the columns of each pair are new detections with no known
-identity to carry a price over, and in the asymmetric form a nonzero starting
-price on a column that ends unmatched would break the optimality argument above.
+Gated problems (after the component split of ``components_gpu.py``) and sparse full matchings go to
+:mod:`tracker.lap.gated_auction`: their *asymmetric* form, without dummy rows (every row matched to one of
+its candidate columns or to its private "no link" option, columns optional), solved by a forward/reverse
+auction with epsilon-scaling. The square form of Jaqaman et al. (2008) with dummy rows, solved here before,
+spent most of its bids in the dummy rows' wars over their zero-cost ties (over 100 s at 100k nodes with
+generous gates).
 
 Dense problems on the GPU (:func:`dense_with_exact_finish`) run truncated
 epsilon phases, each in one cooperative launch (``auction_phase.cu``), and
@@ -32,18 +21,8 @@ the auction does the bulk of the matching in parallel, the Hungarian's
 multi-tree phases and shortest augmenting paths do the end of it, which is
 where an auction spends long runs of single bids.
 
-Otherwise every problem becomes a *square* min-cost perfect matching with int64 costs:
-
-* gated problems: the square form of Jaqaman et al. (2008) with one
-  "no link" dummy column per row (at the row's no-link cost) and one dummy row
-  per column (at the column's no-link cost), dummy-to-dummy edges at cost 0 on
-  the transposed gate, so no infinities are needed. Edges costlier than both
-  "no link" choices are dropped first, and isolated pairs (one edge whose ends
-  have no other edge) are linked directly;
-* sparse and non-square/forbidden dense problems: the same form, with a big-M
-  "no link" cost that is larger than any full matching can save (a row left on
-  its dummy then proves infeasibility) and zero cost for unmatched columns;
-* dense square problems without forbidden entries: the dense matrix itself.
+Otherwise (the NumPy emulation) a dense square matrix without forbidden entries is solved as it is, and
+other dense problems as sparse full matchings.
 
 Exactness. Integer-valued costs are multiplied by ``N + 1`` (``N`` the square
 size) and the last phase uses ``eps = 1``, which makes the assignment exactly
@@ -89,9 +68,6 @@ PHASE_KERNEL = True
 and CuPy allow it; ``False`` (or a failed compile or launch) uses one launch per step and round."""
 PHASE_BLOCKS_PER_SM = 4
 """Blocks of 256 threads per multiprocessor in that launch (``__launch_bounds__(256, 4)`` there)."""
-
-ASYMMETRIC_MAX_ROUNDS = 50_000
-"""Bidding rounds (plus one per row) after which the asymmetric form gives way to the square one."""
 
 DENSE_FINISH: str | None = "auto"
 """How a dense problem ends on the GPU. ``"auto"``: ``"classical"`` for integer costs (exact ties, where
@@ -518,26 +494,6 @@ def _map_parameters(lo: float, hi: float, n_square: int, integral: bool, extra_f
     return 0, scale, int(math.ceil(span * scale))
 
 
-def _square_csr(xp, n_rows, n_cols, rows, cols, cost_i, row_un_i, col_un_i, zero_i):
-    """CSR of the square (n_rows + n_cols) problem (see the module docstring); costs int64."""
-    r_idx = xp.arange(n_rows, dtype=np.int64)
-    c_idx = xp.arange(n_cols, dtype=np.int64)
-    sq_rows = xp.concatenate([rows, r_idx, n_rows + c_idx, n_rows + cols])
-    sq_cols = xp.concatenate([cols, n_cols + r_idx, c_idx, n_cols + rows])
-    sq_cost = xp.concatenate([
-        cost_i, row_un_i, col_un_i, xp.full(rows.size, zero_i, dtype=np.int64),
-    ])
-    return _csr(xp, n_rows + n_cols, sq_rows, sq_cols, sq_cost)
-
-
-def _csr(xp, n_rows, rows, cols, cost):
-    """(indptr int64, indices int32, costs) of the edges ``(rows, cols, cost)``, grouped by row."""
-    order = xp.argsort(rows, kind="stable") if xp is np else xp.argsort(rows)
-    indptr = xp.zeros(n_rows + 1, dtype=np.int64)
-    indptr[1:] = xp.cumsum(xp.bincount(rows, minlength=n_rows))
-    return indptr, cols[order].astype(np.int32), xp.ascontiguousarray(cost[order])
-
-
 def _compact(xp, nodes, size):
     """Active mask, new index of every node, and the active node ids (in order)."""
     mask = xp.zeros(size, dtype=bool)
@@ -593,21 +549,9 @@ def solve_gated(n_rows, n_cols, rows, cols, cost, row_unassigned, col_unassigned
         new_c, active_c = _compact(xp, cols, n_cols)
         lr, lc = new_r[rows], new_c[cols]
         nr, nc = int(active_r.size), int(active_c.size)
-        n = nr + nc
         r_un, c_un = row_un[active_r], col_un[active_c]
         t0 = time.perf_counter()
-        col_of_row, why_not = _asymmetric_gated(kern, nr, nc, lr, lc, cost - r_un[lr] - c_un[lc])
-        if col_of_row is None:
-            values = xp.concatenate([cost, r_un, c_un, xp.zeros(1)])
-            mapping, max_cost, exact = _integer_map(xp, values, n)
-            indptr, indices, icost = _square_csr(
-                xp, nr, nc, lr, lc, mapping(cost), mapping(r_un), mapping(c_un), int(mapping(xp.zeros(1))[0])
-            )
-            prob = _Problem(xp, n, icost, max_cost, indptr, indices)
-            assigned, _ = auction_square(prob, kern, eps_schedule(max_cost))
-            LAST_STATS.update(form="square", why_not_asymmetric=why_not, square_n=n, edges=int(icost.size),
-                              exact_integer=exact)
-            col_of_row = assigned[:nr].astype(np.int64)
+        col_of_row = _asymmetric_gated(emulate, nr, nc, lr, lc, cost - r_un[lr] - c_un[lc])
         LAST_STATS.update(auction_s=time.perf_counter() - t0)
         linked = xp.flatnonzero(col_of_row < nc)
         chosen_r.append(active_r[linked])
@@ -618,36 +562,33 @@ def solve_gated(n_rows, n_cols, rows, cols, cost, row_unassigned, col_unassigned
     return row_ind[order], col_ind[order]
 
 
-def _asymmetric_gated(kern, n_rows, n_cols, rows, cols, reduced_cost):
-    """Column of each row (``>= n_cols``: no link) from the asymmetric form; or None and why not.
+def _asymmetric_gated(emulate, n_rows, n_cols, rows, cols, reduced_cost):
+    """Column of each row (``>= n_cols``: no link) of the asymmetric form (:mod:`tracker.lap.gated_auction`).
 
-    ``reduced_cost``: link cost minus both "no link" costs (negative). The
-    private "no link" column of row ``i`` is ``n_cols + i`` at cost 0.
-    Integer-valued costs (ties are likely) and auctions past
-    :data:`ASYMMETRIC_MAX_ROUNDS` give None: the square form solves those.
+    ``reduced_cost``: link cost minus both "no link" costs (negative); each row's private "no link"
+    option costs 0. Costs are mapped to int64 by :func:`_integer_map` (integer costs exactly).
     """
-    xp = kern.xp
+    from . import gated_auction
+
+    xp = np if emulate else _kernels(False).xp
     mapping, max_cost, exact = _integer_map(xp, xp.concatenate([reduced_cost, xp.zeros(1)]), n_rows + n_cols)
-    if exact:
-        return None, "integer costs"
-    row_index = xp.arange(n_rows, dtype=np.int64)
-    all_rows = xp.concatenate([rows, row_index])
-    all_cols = xp.concatenate([cols, n_cols + row_index])
-    all_cost = xp.concatenate([mapping(reduced_cost), xp.full(n_rows, int(mapping(xp.zeros(1))[0]), dtype=np.int64)])
-    indptr, indices, icost = _csr(xp, n_rows, all_rows, all_cols, all_cost)
-    prob = _Problem(xp, n_rows, icost, max_cost, indptr, indices)
-    try:
-        assigned, _ = auction_square(prob, kern, [1], n_objects=n_cols + n_rows,
-                                     max_rounds=ASYMMETRIC_MAX_ROUNDS + n_rows)
-    except _RoundLimit:
-        return None, f"more than {ASYMMETRIC_MAX_ROUNDS + n_rows} rounds"
-    LAST_STATS.update(form="asymmetric", rows=n_rows, edges=int(all_cost.size), exact_integer=False)
-    return assigned.astype(np.int64), ""
+    private = int(mapping(xp.zeros(1))[0])
+    assigned, _ = gated_auction.solve(n_rows, n_cols, rows, cols, mapping(reduced_cost),
+                                      xp.full(n_rows, private, dtype=np.int64), edge_range=max_cost, emulate=emulate)
+    LAST_STATS.update(form="asymmetric", rows=n_rows, edges=int(rows.size), exact_integer=exact,
+                      **gated_auction.LAST_STATS)
+    return xp.where(assigned < 0, n_cols, assigned)
 
 
-def _full_row_matching(kern, n, m, rows, cols, data):
-    """Column of each row of a min-cost matching that matches every row (``n <= m``); -1s if none."""
-    xp = kern.xp
+def _full_row_matching(emulate, n, m, rows, cols, data):
+    """Column of each row of a min-cost matching that matches every row (``n <= m``); -1s if none.
+
+    The asymmetric form of :mod:`tracker.lap.gated_auction` with a big-M private option per row, larger
+    than any full matching can save: a row left on it proves that no full matching exists.
+    """
+    from . import gated_auction
+
+    xp = np if emulate else _kernels(False).xp
     fail = xp.full(n, -1, dtype=np.int64)
     if rows.size == 0:
         return fail
@@ -666,16 +607,14 @@ def _full_row_matching(kern, n, m, rows, cols, data):
         big_m = (n * (max_edge // (n_square + 1)) + 1) * (n_square + 1)
     else:
         big_m = n * max(int(edge_i.max()), 1) + n_square + 1
-    indptr, indices, icost = _square_csr(
-        xp, n, nc, rows, lc, edge_i, xp.full(n, big_m, dtype=np.int64), xp.zeros(nc, dtype=np.int64), 0
-    )
-    prob = _Problem(xp, n_square, icost, max(big_m, max_edge), indptr, indices)
-    assigned, _ = auction_square(prob, kern, eps_schedule(prob.max_cost))
-    LAST_STATS.update(square_n=n_square, edges=int(icost.size), exact_integer=exact)
-    col_of_row = assigned[:n].astype(np.int64)
-    if bool((col_of_row >= nc).any()):
+    assigned, _ = gated_auction.solve(n, nc, rows, lc, edge_i, xp.full(n, big_m, dtype=np.int64),
+                                      edge_range=max_edge, emulate=emulate)
+    LAST_STATS.clear()
+    LAST_STATS.update(form="asymmetric", rows=n, edges=int(edge_i.size), exact_integer=exact,
+                      **gated_auction.LAST_STATS)
+    if bool((assigned < 0).any()):
         return fail
-    return active_c[col_of_row]
+    return active_c[assigned]
 
 
 def solve_sparse(indptr, indices, data, shape, *, emulate=False):
@@ -687,7 +626,7 @@ def solve_sparse(indptr, indices, data, shape, *, emulate=False):
     cols = xp.asarray(indices, dtype=np.int64)
     data = xp.asarray(data, dtype=np.float64)
     rows = xp.searchsorted(indptr[1:], xp.arange(cols.size, dtype=np.int64), side="right")
-    return _full_row_matching(kern, n, m, rows, cols, data)
+    return _full_row_matching(emulate, n, m, rows, cols, data)
 
 
 def _dense_problem(xp, cost):
@@ -872,7 +811,8 @@ def solve_dense(cost, *, emulate=False, stats: dict | None = None):
         result = dense_square_int(cost, emulate=emulate)[0]
     else:
         rows, cols = xp.nonzero(finite)
-        result = _full_row_matching(kern, n, m, rows.astype(np.int64), cols.astype(np.int64), cost[rows, cols])
+        result = _full_row_matching(emulate, n, m, rows.astype(np.int64), cols.astype(np.int64),
+                                    cost[rows, cols])
     if stats is not None:
         stats.update(LAST_STATS)
     return result

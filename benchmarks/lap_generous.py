@@ -1,0 +1,317 @@
+"""Issue 27's sparse families on the GPU against SciPy and ``lap.lapmod``, in the same run.
+
+* **generous gates** (:func:`lap_instances.generous_gate_instance`): uniform points at unit density,
+  displaced by per-axis sigma = f x the mean nearest-neighbour distance, 5 % dying and 5 % born, candidates
+  within 4.5 sqrt(3) sigma, cost = squared distance, no-link cost 1.05 x the largest candidate cost;
+  ``tracker.lap.solve_gated(solver="auction")``;
+* **full matchings** (:func:`lap_instances.full_matching_instance`): the same clouds without births, gated
+  at 6 sigma; ``tracker.lap.min_weight_full_bipartite_matching(solver="auction")``.
+
+Instances are gated on the GPU (``tracker.gating_gpu``); GPU times are the median of 3 runs after a
+warm-up (1 run at 1M nodes), CuPy arrays in (a SciPy CSR matrix for the full matchings, as users pass
+it), NumPy out, front-end checks included. The CPU baselines run in forked processes started as soon as
+an instance exists (concurrently with each other and with the GPU timing, one core each), each stopped at
+``--limit`` seconds: SciPy's ``min_weight_full_bipartite_matching`` (on the whole reduced problem for
+the gated family), the project's SciPy route (``solve_gated(solver="scipy")``, per component), and
+``lap.lapmod`` on the Jaqaman square form when the ``lap`` package is importable. ::
+
+    PYTHONPATH=.:tests python benchmarks/lap_generous.py --sizes 10000,100000,1000000 --out FILE
+"""
+
+from __future__ import annotations
+
+import argparse
+import multiprocessing as mp
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import scipy.sparse as sp
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+
+from lap_instances import full_matching_instance, generous_gate_instance  # noqa: E402
+
+try:
+    import lap as lap_pkg
+
+    HAVE_LAPMOD = hasattr(lap_pkg, "lapmod")
+except ImportError:
+    HAVE_LAPMOD = False
+
+
+# ----------------------------------------------------------------- baselines --
+
+def _gated_objective(rows, cols, cost, shape, un, chosen_r, chosen_c) -> float:
+    key = rows * shape[1] + cols
+    order = np.argsort(key)
+    index = order[np.searchsorted(key[order], np.asarray(chosen_r) * shape[1] + np.asarray(chosen_c))]
+    links = len(chosen_r)
+    return float(cost[index].sum() + un * (shape[0] - links) + un * (shape[1] - links))
+
+
+def _scipy_whole(rows, cols, cost, shape, un):
+    from scipy.sparse.csgraph import min_weight_full_bipartite_matching
+
+    from tracker.lap._scipy import reduced_problem
+
+    r, c, w, rshape = reduced_problem(rows, cols, cost, np.full(shape[0], un), np.full(shape[1], un))
+    graph = sp.csr_array((w - w.min() + 1.0, (r, c)), shape=rshape)  # positive (SciPy drops stored zeros)
+    t0 = time.perf_counter()
+    ri, ci = min_weight_full_bipartite_matching(graph)
+    elapsed = time.perf_counter() - t0
+    linked = ci < shape[1]
+    return elapsed, _gated_objective(rows, cols, cost, shape, un, ri[linked], ci[linked])
+
+
+def _scipy_route(rows, cols, cost, shape, un):
+    from tracker import lap
+
+    t0 = time.perf_counter()
+    ri, ci = lap.solve_gated(rows, cols, cost, shape, un, solver="scipy")
+    return time.perf_counter() - t0, _gated_objective(rows, cols, cost, shape, un, ri, ci)
+
+
+def _square_form(rows, cols, cost, n_rows, n_cols, row_un, col_un):
+    """Jaqaman's square matrix (CSR): links, each row's "no link" column, each column's "no link" row, and
+    zero-cost dummy pairs on the transposed gate."""
+    r = np.concatenate([rows, np.arange(n_rows), n_rows + np.arange(n_cols), n_rows + cols])
+    c = np.concatenate([cols, n_cols + np.arange(n_rows), np.arange(n_cols), n_cols + rows])
+    w = np.concatenate([cost, np.full(n_rows, row_un), np.full(n_cols, col_un), np.zeros(len(rows))])
+    g = sp.csr_matrix((w, (r, c)), shape=(n_rows + n_cols,) * 2)
+    g.sort_indices()
+    return g
+
+
+def _lapmod_gated(rows, cols, cost, shape, un):
+    g = _square_form(rows, cols, cost, shape[0], shape[1], un, un)
+    n = g.shape[0]
+    t0 = time.perf_counter()
+    _, x, _ = lap_pkg.lapmod(n, g.data, g.indptr, g.indices, return_cost=True)
+    elapsed = time.perf_counter() - t0
+    chosen_r = np.flatnonzero(x[:shape[0]] < shape[1])
+    return elapsed, _gated_objective(rows, cols, cost, shape, un, chosen_r, x[chosen_r])
+
+
+def _scipy_full(rows, cols, cost, shape):
+    from scipy.sparse.csgraph import min_weight_full_bipartite_matching
+
+    graph = sp.csr_array((cost + 1.0, (rows, cols)), shape=shape)  # + 1: SciPy drops stored zeros
+    t0 = time.perf_counter()
+    ri, ci = min_weight_full_bipartite_matching(graph)
+    elapsed = time.perf_counter() - t0
+    return elapsed, float(graph[ri, ci].sum()) - len(ri)
+
+
+def _lapmod_full(rows, cols, cost, shape):
+    # every row of the smaller side must link: its "no link" costs more than any full matching saves
+    big = 2.0 * float(cost.max()) * min(shape) + 1.0
+    small_rows = shape[0] <= shape[1]
+    r, c, s = (rows, cols, shape) if small_rows else (cols, rows, shape[::-1])
+    g = _square_form(r, c, cost, s[0], s[1], big, 0.0)
+    t0 = time.perf_counter()
+    _, x, _ = lap_pkg.lapmod(g.shape[0], g.data, g.indptr, g.indices, return_cost=True)
+    elapsed = time.perf_counter() - t0
+    chosen = x[:s[0]]
+    if (chosen >= s[1]).any():
+        return elapsed, float("nan")
+    key = r * s[1] + c
+    order = np.argsort(key)
+    index = order[np.searchsorted(key[order], np.arange(s[0]) * s[1] + chosen)]
+    return elapsed, float(cost[index].sum())
+
+
+def _child(function, args, queue):
+    try:
+        queue.put(function(*args))
+    except Exception as error:  # reported in the table
+        queue.put(("error", f"{type(error).__name__}: {error}"[:80]))
+
+
+class _Baselines:
+    """CPU baselines in forked processes, started at once; :meth:`results` waits at most until the limit."""
+
+    def __init__(self, jobs: dict, limit: float):
+        ctx = mp.get_context("fork")
+        self.limit = limit
+        self.started = time.perf_counter()
+        self.jobs = {}
+        for name, (function, args) in jobs.items():
+            queue = ctx.Queue()
+            process = ctx.Process(target=_child, args=(function, args, queue))
+            process.start()
+            self.jobs[name] = (process, queue)
+
+    def results(self) -> dict:
+        out = {}
+        for name, (process, queue) in self.jobs.items():
+            remaining = max(0.1, self.limit - (time.perf_counter() - self.started))
+            try:
+                out[name] = queue.get(timeout=remaining)
+            except Exception:
+                out[name] = None
+            process.join(timeout=1)
+            if process.is_alive():
+                process.kill()
+                process.join()
+        return out
+
+
+# ---------------------------------------------------------------------- GPU --
+
+def _time_gpu(fn, repeats):
+    import cupy
+
+    fn()  # warm-up: compilation, memory pool
+    times, out = [], None
+    for _ in range(repeats):
+        cupy.cuda.Device().synchronize()
+        t0 = time.perf_counter()
+        out = fn()
+        cupy.cuda.Device().synchronize()
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times), out
+
+
+def _fmt(seconds) -> str:
+    if seconds is None:
+        return "—"
+    return f"{seconds * 1e3:.1f} ms" if seconds < 1 else f"{seconds:.2f} s"
+
+
+def _cell(result, limit, ours_time, ours_obj):
+    """Time, speed-up and whether the objective agrees, for one baseline result."""
+    if result is None:
+        return f"> {limit:.0f} s", f"> {limit / ours_time:.0f}×", None
+    if result[0] == "error":
+        return result[1], "—", None
+    seconds, objective = result
+    agree = abs(objective - ours_obj) <= 1e-9 * max(1.0, abs(objective))
+    return _fmt(seconds), f"{seconds / ours_time:.0f}×", agree
+
+
+def generous_table(sizes, steps, limit=20.0, baseline_max_n=100_000, seed=0) -> str:
+    import cupy
+
+    from tracker import lap
+    from tracker.lap import auction
+
+    header = ("| nodes | f | candidates / row | auction (GPU) | scipy sparse | vs scipy | scipy route | vs route "
+              "| lap.lapmod | vs lapmod | exact | phases / forward / reverse rounds (first try) |")
+    lines = [header, "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|:---:|---|"]
+    for n in sizes:
+        for step in steps:
+            d_rows, d_cols, d_cost, shape, un = generous_gate_instance(n, step, seed=seed + n, backend="gpu")
+            rows, cols, cost = d_rows.get(), d_cols.get(), d_cost.get()
+            jobs = {}
+            if n <= baseline_max_n:
+                jobs = {"scipy": (_scipy_whole, (rows, cols, cost, shape, un)),
+                        "route": (_scipy_route, (rows, cols, cost, shape, un))}
+                if HAVE_LAPMOD:
+                    jobs["lapmod"] = (_lapmod_gated, (rows, cols, cost, shape, un))
+            baselines = _Baselines(jobs, limit)
+            t, (ri, ci) = _time_gpu(lambda: lap.solve_gated(d_rows, d_cols, d_cost, shape, un, solver="auction"),
+                                    3 if n < 1_000_000 else 1)
+            stats = dict(auction.LAST_STATS)
+            ours = _gated_objective(rows, cols, cost, shape, un, ri, ci)
+            got = baselines.results()
+            cells, agree = [], []
+            for name in ("scipy", "route", "lapmod"):
+                if name not in jobs:
+                    cells += ["not run", "—"]
+                    continue
+                time_cell, speed, ok = _cell(got[name], limit, t, ours)
+                cells += [time_cell, speed]
+                if ok is not None:
+                    agree.append(ok)
+            exact = "—" if not agree else ("yes" if all(agree) else "**NO**")
+            rounds = (f"{stats.get('phases', 0)} / {stats.get('forward_rounds', 0)} / "
+                      f"{stats.get('reverse_rounds', 0)} ({stats.get('first_try', '—')})")
+            lines.append(f"| {n:,} | {step} | {len(rows) / shape[0]:.1f} | {_fmt(t)} | " + " | ".join(cells)
+                         + f" | {exact} | {rounds} |")
+            print(lines[-1], flush=True)
+            del d_rows, d_cols, d_cost
+            cupy.get_default_memory_pool().free_all_blocks()
+    return "\n".join(lines)
+
+
+def full_matching_table(sizes, steps, limit=20.0, baseline_max_n=100_000, seed=0) -> str:
+    import cupy
+
+    from tracker import lap
+    from tracker.lap import auction
+
+    lines = ["| nodes | f | candidates / row | auction (GPU) | scipy | vs scipy | lap.lapmod | vs lapmod | exact "
+             "| phases / forward / reverse rounds (first try) |",
+             "|---:|---:|---:|---:|---:|---:|---:|---:|:---:|---|"]
+    for n in sizes:
+        for step in steps:
+            d_rows, d_cols, d_cost, shape = full_matching_instance(n, step, seed=seed + n, backend="gpu")
+            rows, cols, cost = d_rows.get(), d_cols.get(), d_cost.get()
+            del d_rows, d_cols, d_cost
+            graph = sp.csr_array((cost, (rows, cols)), shape=shape)
+            jobs = {}
+            if n <= baseline_max_n:
+                jobs = {"scipy": (_scipy_full, (rows, cols, cost, shape))}
+                if HAVE_LAPMOD:
+                    jobs["lapmod"] = (_lapmod_full, (rows, cols, cost, shape))
+            baselines = _Baselines(jobs, limit)
+            t, (ri, ci) = _time_gpu(lambda: lap.min_weight_full_bipartite_matching(graph, solver="auction"),
+                                    3 if n < 1_000_000 else 1)
+            stats = dict(auction.LAST_STATS)
+            ours = float(graph[ri, ci].sum())
+            got = baselines.results()
+            cells, agree = [], []
+            for name in ("scipy", "lapmod"):
+                if name not in jobs:
+                    cells += ["not run", "—"]
+                    continue
+                time_cell, speed, ok = _cell(got[name], limit, t, ours)
+                cells += [time_cell, speed]
+                if ok is not None:
+                    agree.append(ok)
+            exact = "—" if not agree else ("yes" if all(agree) else "**NO**")
+            rounds = (f"{stats.get('phases', 0)} / {stats.get('forward_rounds', 0)} / "
+                      f"{stats.get('reverse_rounds', 0)} ({stats.get('first_try', '—')})")
+            lines.append(f"| {n:,} | {step} | {len(rows) / shape[0]:.1f} | {_fmt(t)} | " + " | ".join(cells)
+                         + f" | {exact} | {rounds} |")
+            print(lines[-1], flush=True)
+            cupy.get_default_memory_pool().free_all_blocks()
+    return "\n".join(lines)
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sizes", default="10000,100000,1000000")
+    parser.add_argument("--steps", default="0.1,0.3,0.5,0.7")
+    parser.add_argument("--full-steps", default="0.1,0.3,0.5")
+    parser.add_argument("--limit", type=float, default=20.0, help="seconds for each CPU baseline")
+    parser.add_argument("--baseline-max-n", type=int, default=100_000)
+    parser.add_argument("--only", choices=("generous", "full"), default=None)
+    parser.add_argument("--out", help="also write the markdown here")
+    args = parser.parse_args(argv)
+    import cupy
+
+    sizes = [int(s) for s in args.sizes.split(",") if s]
+    device = cupy.cuda.runtime.getDeviceProperties(0)["name"].decode()
+    parts = [f"Device: {device}; lap.lapmod {'importable' if HAVE_LAPMOD else 'not importable (not run)'}; "
+             f"CPU baselines stopped at {args.limit:.0f} s, not run above {args.baseline_max_n:,} nodes."]
+    if args.only in (None, "generous"):
+        parts += ["", "### Generous gates (`solve_gated`)", "",
+                  generous_table(sizes, [float(s) for s in args.steps.split(",")], args.limit, args.baseline_max_n)]
+    if args.only in (None, "full"):
+        parts += ["", "### Full matchings (`min_weight_full_bipartite_matching`)", "",
+                  full_matching_table(sizes, [float(s) for s in args.full_steps.split(",")], args.limit,
+                                      args.baseline_max_n)]
+    text = "\n".join(parts) + "\n"
+    print(text)
+    if args.out:
+        Path(args.out).write_text(text)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,563 @@
+// Forward/reverse auction with epsilon-scaling for the ASYMMETRIC assignment problem (Bertsekas & Castanon
+// 1992) on the GPU: every row is matched, to one of its columns or to its private "no link" option; columns
+// may stay unmatched. Driver and algorithm notes: gated_auction.py. Costs are int64 (>= 0, mapped there).
+//
+// Rows 0..n-1 (CSR: indptr, cols, cost), real columns 0..m-1 (CSC of the same edges: cptr, crows, ccost),
+// and priv[i], the cost of row i's private option (INF64: none). The private option's price is always 0
+// (only its row can take it), so it is not a column here: assigned[i] == PRIVATE.
+//
+// One epsilon phase is ONE cooperative launch (ga_phase):
+//   1. init: every row whose assigned option is more than eps above its best is released (its column is
+//      remembered in `freed`);
+//   2. forward auction (Jacobi rounds, grid-wide barriers) while more than `small` rows are unassigned,
+//      then block 0 alone (block barriers; Gauss-Seidel, one warp, once <= GS_ROWS rows are left). A bid
+//      raises the column's price by max(gap, eps) (gap = second best - best), any increment in
+//      [eps, gap + eps] keeps eps-complementary slackness (eps-CS); this one leaves the winner tight (its
+//      column exactly at its second best) whenever gap >= eps, so few rows are released by the next phase;
+//   3. stale columns: freed columns nobody took back whose price is > 0 (optimality asks price 0 of an
+//      unmatched column);
+//   4. reverse auction for them (same round structure): a stale column j looks at its rows i, with
+//      beta_i = (value of i's assigned option) - cost[i, j]; if beta_1 <= eps its price drops to 0 and it
+//      stays unmatched; otherwise it takes row i* (beta_1) at price max(0, beta_2 - eps), and the column
+//      i* leaves becomes stale if its price is > 0. Reverse bids keep eps-CS and never unassign a row.
+// At the end of every phase all rows are assigned, eps-CS holds and unmatched columns have price 0: the
+// assignment is within n * eps of the optimum.
+//
+// Conflicts in a Jacobi round: forward, the highest bid for a column wins (atomicMax, then atomicCAS on the
+// winner); reverse, the lowest resulting value for a row (atomicMin, then atomicCAS).
+
+#include <cooperative_groups.h>
+
+namespace cg = cooperative_groups;
+
+typedef long long i64;
+typedef unsigned long long u64;
+
+#define INF64 0x3fffffffffffffffLL
+#define UINF64 0xffffffffffffffffULL
+#define FREE (-1)
+#define PRIVATE (-2)
+#define NO_COL 0x7fffffff  // the private option's "column" in comparisons: real columns win ties
+#define GS_MAX 64          // capacity of the Gauss-Seidel queue (shared memory)
+#define THREADS 256
+
+// counts[] slots (int32), read by gated_auction.py
+#define C_LIST0 0
+#define C_LIST1 1
+#define C_FREED 2
+#define C_ERROR 3
+#define C_FWD 4
+#define C_REV 5
+#define C_RELEASED 6
+#define C_STALE 7
+#define N_COUNTS 8
+
+struct Prob {
+    int n, m;
+    const i64* indptr;
+    const int* cols;
+    const i64* cost;
+    const i64* cptr;
+    const int* crows;
+    const i64* ccost;
+    const i64* priv;
+    i64 single_gap;  // (second - best) of a row with one option
+};
+
+// The phase's state, carved from two workspaces (the same layout as gated_auction.py's _Workspace).
+struct State {
+    i64 *price, *acost, *bid, *tcost, *rval, *rnewp, *rcost;
+    u64 *col_bid, *row_bid;
+    int *owner, *assigned, *list0, *list1, *freed, *target, *winner, *rtarget, *row_winner, *counts;
+};
+
+__device__ __forceinline__ State carve(i64* ws64, int* ws32, int n, int m) {
+    const int L = n > m ? n : m;
+    State s;
+    s.price = ws64;
+    s.acost = s.price + m;
+    s.bid = s.acost + n;
+    s.tcost = s.bid + n;
+    s.rval = s.tcost + n;
+    s.rnewp = s.rval + m;
+    s.rcost = s.rnewp + m;
+    s.col_bid = (u64*)(s.rcost + m);
+    s.row_bid = s.col_bid + m;
+    s.counts = ws32;
+    s.owner = s.counts + N_COUNTS;
+    s.assigned = s.owner + m;
+    s.list0 = s.assigned + n;
+    s.list1 = s.list0 + L;
+    s.freed = s.list1 + L;
+    s.target = s.freed + n;
+    s.winner = s.target + n;
+    s.rtarget = s.winner + m;
+    s.row_winner = s.rtarget + m;
+    return s;
+}
+
+// ------------------------------------------------------------------ best two ---
+
+// Insert value v of column j into (b1, j1, b2), smallest first (ties: the lower column).
+__device__ __forceinline__ void ins_min(i64 v, int j, i64& b1, int& j1, i64& b2) {
+    if (v < b1 || (v == b1 && j < j1)) {
+        b2 = b1;
+        b1 = v;
+        j1 = j;
+    } else if (v < b2) {
+        b2 = v;
+    }
+}
+
+__device__ __forceinline__ void warp_min2(i64& b1, int& j1, i64& b2) {
+#pragma unroll
+    for (int off = 16; off > 0; off >>= 1) {
+        const i64 o1 = __shfl_xor_sync(0xffffffffu, b1, off), o2 = __shfl_xor_sync(0xffffffffu, b2, off);
+        const int oj = __shfl_xor_sync(0xffffffffu, j1, off);
+        if (o1 < b1 || (o1 == b1 && oj < j1)) {
+            b2 = min(b1, o2);
+            b1 = o1;
+            j1 = oj;
+        } else {
+            b2 = min(b2, o1);
+        }
+    }
+}
+
+// Best (b1, its column j1; NO_COL = the private option) and second-best value of row i over cost + price;
+// every lane of the warp gets the result.
+__device__ __forceinline__ void row_best(const Prob& p, const i64* price, int i, int lane, i64& b1, int& j1,
+                                         i64& b2) {
+    b1 = INF64;
+    b2 = INF64;
+    j1 = NO_COL;
+    const i64 end = p.indptr[i + 1];
+    for (i64 k = p.indptr[i] + lane; k < end; k += 32) {
+        const int j = p.cols[k];
+        ins_min(p.cost[k] + price[j], j, b1, j1, b2);
+    }
+    if (lane == 0 && p.priv[i] < INF64) ins_min(p.priv[i], NO_COL, b1, j1, b2);
+    warp_min2(b1, j1, b2);
+}
+
+// Value of row i's assigned option (INF64 when unassigned).
+__device__ __forceinline__ i64 own_value(const Prob& p, const State& s, int i) {
+    const int a = s.assigned[i];
+    if (a == PRIVATE) return p.priv[i];
+    return a >= 0 ? s.acost[i] + s.price[a] : INF64;
+}
+
+// Reverse: the rows of column j by beta = own value - cost, largest first (ties: the lower row); also the
+// cost of (i1, j). Every lane gets the result. b1 = -INF64 when the column has no row.
+__device__ __forceinline__ void col_best(const Prob& p, const State& s, int j, int lane, i64& b1, int& i1,
+                                         i64& c1, i64& b2) {
+    b1 = -INF64;
+    b2 = -INF64;
+    i1 = 0x7fffffff;
+    c1 = 0;
+    const i64 end = p.cptr[j + 1];
+    for (i64 q = p.cptr[j] + lane; q < end; q += 32) {
+        const int i = p.crows[q];
+        const i64 c = p.ccost[q];
+        const i64 own = own_value(p, s, i);
+        if (own >= INF64) continue;  // (never: every row is assigned when columns bid)
+        const i64 beta = own - c;
+        if (beta > b1 || (beta == b1 && i < i1)) {
+            b2 = b1;
+            b1 = beta;
+            i1 = i;
+            c1 = c;
+        } else if (beta > b2) {
+            b2 = beta;
+        }
+    }
+#pragma unroll
+    for (int off = 16; off > 0; off >>= 1) {
+        const i64 o1 = __shfl_xor_sync(0xffffffffu, b1, off), o2 = __shfl_xor_sync(0xffffffffu, b2, off);
+        const i64 oc = __shfl_xor_sync(0xffffffffu, c1, off);
+        const int oi = __shfl_xor_sync(0xffffffffu, i1, off);
+        if (o1 > b1 || (o1 == b1 && oi < i1)) {
+            b2 = max(b1, o2);
+            b1 = o1;
+            i1 = oi;
+            c1 = oc;
+        } else {
+            b2 = max(b2, o1);
+        }
+    }
+}
+
+// Append `push` entries of a warp (all 32 lanes call it) to list / count.
+__device__ __forceinline__ void warp_append(bool push, int value, int* list, int* count, int lane) {
+    const unsigned mask = __ballot_sync(0xffffffffu, push);
+    if (mask == 0) return;
+    int base = 0;
+    if (lane == 0) base = atomicAdd(count, __popc(mask));
+    base = __shfl_sync(0xffffffffu, base, 0);
+    if (push) list[base + __popc(mask & ((1u << lane) - 1u))] = value;
+}
+
+// ----------------------------------------------------------------- forward ---
+
+// Warps w, w + nwarps, ... bid for the listed rows. A row whose best option is its private one takes it.
+__device__ void fwd_bid(const Prob& p, const State& s, const int* list, int count, i64 eps, int warp, int nwarps,
+                        int lane) {
+    for (int t = warp; t < count; t += nwarps) {
+        const int i = list[t];
+        i64 b1, b2;
+        int j1;
+        row_best(p, s.price, i, lane, b1, j1, b2);
+        if (lane != 0) continue;
+        if (b1 >= INF64) {  // a row without options (gated_auction.py prevents this)
+            atomicExch(&s.counts[C_ERROR], 1);
+            s.target[i] = -1;
+        } else if (j1 == NO_COL) {
+            s.assigned[i] = PRIVATE;
+            s.acost[i] = p.priv[i];
+            s.target[i] = -1;
+        } else {
+            const i64 gap = b2 >= INF64 ? p.single_gap : b2 - b1;
+            const i64 b = s.price[j1] + max(gap, eps);
+            s.target[i] = j1;
+            s.bid[i] = b;
+            s.tcost[i] = b1 - s.price[j1];
+            atomicMax(&s.col_bid[j1], (u64)b);
+        }
+    }
+}
+
+// Thread per listed row: the highest bid of each column wins it; the losers and the evicted owners are
+// listed for the next round. The loop is warp-uniform (warp_append uses full masks).
+__device__ void fwd_claim(const State& s, const int* list, int count, int* next, int* next_count, int tid,
+                          int nthreads) {
+    const int lane = threadIdx.x & 31;
+    for (int base = tid - lane; base < count; base += nthreads) {
+        const int t = base + lane;
+        bool push_self = false, push_old = false;
+        int i = -1, old = -1;
+        if (t < count) {
+            i = list[t];
+            const int j = s.target[i];
+            if (j >= 0) {
+                if ((u64)s.bid[i] == s.col_bid[j] && atomicCAS(&s.winner[j], -1, i) == -1) {
+                    old = s.owner[j];
+                    s.owner[j] = i;
+                    s.price[j] = s.bid[i];
+                    s.assigned[i] = j;
+                    s.acost[i] = s.tcost[i];
+                    if (old >= 0) {
+                        s.assigned[old] = FREE;
+                        push_old = true;
+                    }
+                } else {
+                    push_self = true;
+                }
+            }
+        }
+        warp_append(push_self, i, next, next_count, lane);
+        warp_append(push_old, old, next, next_count, lane);
+    }
+}
+
+__device__ void fwd_reset(const State& s, const int* list, int count, int tid, int nthreads) {
+    for (int t = tid; t < count; t += nthreads) {
+        const int j = s.target[list[t]];
+        if (j >= 0) {
+            s.col_bid[j] = 0;
+            s.winner[j] = -1;
+        }
+    }
+}
+
+// Gauss-Seidel forward (warp 0 of block 0, at most GS_MAX rows listed): one row at a time with the latest
+// prices. Returns the rounds done; rows still queued (max_rounds reached) go back to the list.
+__device__ int fwd_gauss_seidel(const Prob& p, const State& s, int* list, int* count, i64 eps, int it,
+                                int max_rounds) {
+    __shared__ int queue[GS_MAX];
+    const int lane = threadIdx.x & 31;
+    int n_queued = *(volatile int*)count;
+    for (int t = lane; t < n_queued; t += 32) queue[t] = list[t];
+    __syncwarp();
+    int head = 0;
+    while (n_queued > 0 && it < max_rounds) {
+        const int i = queue[head];
+        i64 b1, b2;
+        int j1;
+        row_best(p, s.price, i, lane, b1, j1, b2);
+        int evicted = -1;
+        if (lane == 0) {
+            if (b1 >= INF64) {
+                atomicExch(&s.counts[C_ERROR], 1);
+            } else if (j1 == NO_COL) {
+                s.assigned[i] = PRIVATE;
+                s.acost[i] = p.priv[i];
+            } else {
+                const i64 gap = b2 >= INF64 ? p.single_gap : b2 - b1;
+                s.acost[i] = b1 - s.price[j1];
+                s.price[j1] += max(gap, eps);
+                evicted = s.owner[j1];
+                s.owner[j1] = i;
+                s.assigned[i] = j1;
+                if (evicted >= 0) s.assigned[evicted] = FREE;
+            }
+        }
+        evicted = __shfl_sync(0xffffffffu, evicted, 0);
+        head = (head + 1) % GS_MAX;
+        --n_queued;
+        if (evicted >= 0) {
+            if (lane == 0) queue[(head + n_queued) % GS_MAX] = evicted;
+            ++n_queued;
+        }
+        __syncwarp();
+        ++it;
+        if (*(volatile int*)&s.counts[C_ERROR]) break;
+    }
+    for (int t = lane; t < n_queued; t += 32) list[t] = queue[(head + t) % GS_MAX];
+    if (lane == 0) *count = n_queued;
+    return it;
+}
+
+// ----------------------------------------------------------------- reverse ---
+
+__device__ void rev_bid(const Prob& p, const State& s, const int* list, int count, i64 eps, int warp, int nwarps,
+                        int lane) {
+    for (int t = warp; t < count; t += nwarps) {
+        const int j = list[t];
+        i64 b1, c1, b2;
+        int i1;
+        col_best(p, s, j, lane, b1, i1, c1, b2);
+        if (lane != 0) continue;
+        if (b1 <= eps) {  // no row gains more than eps from it even at price 0 (or it has no row)
+            s.price[j] = 0;
+            s.rtarget[j] = -1;
+        } else {
+            const i64 newp = (b2 <= -INF64 || b2 - eps <= 0) ? 0 : b2 - eps;
+            const i64 val = c1 + newp;
+            s.rtarget[j] = i1;
+            s.rval[j] = val;
+            s.rnewp[j] = newp;
+            s.rcost[j] = c1;
+            atomicMin(&s.row_bid[i1], (u64)val);
+        }
+    }
+}
+
+__device__ void rev_claim(const State& s, const int* list, int count, int* next, int* next_count, int tid,
+                          int nthreads) {
+    const int lane = threadIdx.x & 31;
+    for (int base = tid - lane; base < count; base += nthreads) {
+        const int t = base + lane;
+        bool push_self = false, push_old = false;
+        int j = -1, old = -1;
+        if (t < count) {
+            j = list[t];
+            const int i = s.rtarget[j];
+            if (i >= 0) {
+                if ((u64)s.rval[j] == s.row_bid[i] && atomicCAS(&s.row_winner[i], -1, j) == -1) {
+                    old = s.assigned[i];
+                    s.assigned[i] = j;
+                    s.acost[i] = s.rcost[j];
+                    s.owner[j] = i;
+                    s.price[j] = s.rnewp[j];
+                    if (old >= 0) {
+                        s.owner[old] = FREE;
+                        push_old = s.price[old] > 0;
+                    }
+                } else {
+                    push_self = true;
+                }
+            }
+        }
+        warp_append(push_self, j, next, next_count, lane);
+        warp_append(push_old, old, next, next_count, lane);
+    }
+}
+
+__device__ void rev_reset(const State& s, const int* list, int count, int tid, int nthreads) {
+    for (int t = tid; t < count; t += nthreads) {
+        const int i = s.rtarget[list[t]];
+        if (i >= 0) {
+            s.row_bid[i] = UINF64;
+            s.row_winner[i] = -1;
+        }
+    }
+}
+
+__device__ int rev_gauss_seidel(const Prob& p, const State& s, int* list, int* count, i64 eps, int it,
+                                int max_rounds) {
+    __shared__ int rqueue[GS_MAX];
+    const int lane = threadIdx.x & 31;
+    int n_queued = *(volatile int*)count;
+    for (int t = lane; t < n_queued; t += 32) rqueue[t] = list[t];
+    __syncwarp();
+    int head = 0;
+    while (n_queued > 0 && it < max_rounds) {
+        const int j = rqueue[head];
+        i64 b1, c1, b2;
+        int i1;
+        col_best(p, s, j, lane, b1, i1, c1, b2);
+        int freed = -1;
+        if (lane == 0) {
+            if (b1 <= eps) {
+                s.price[j] = 0;
+            } else {
+                const i64 newp = (b2 <= -INF64 || b2 - eps <= 0) ? 0 : b2 - eps;
+                const int old = s.assigned[i1];
+                s.assigned[i1] = j;
+                s.acost[i1] = c1;
+                s.owner[j] = i1;
+                s.price[j] = newp;
+                if (old >= 0) {
+                    s.owner[old] = FREE;
+                    if (s.price[old] > 0) freed = old;
+                }
+            }
+        }
+        freed = __shfl_sync(0xffffffffu, freed, 0);
+        head = (head + 1) % GS_MAX;
+        --n_queued;
+        if (freed >= 0) {
+            if (lane == 0) rqueue[(head + n_queued) % GS_MAX] = freed;
+            ++n_queued;
+        }
+        __syncwarp();
+        ++it;
+    }
+    for (int t = lane; t < n_queued; t += 32) list[t] = rqueue[(head + t) % GS_MAX];
+    if (lane == 0) *count = n_queued;
+    return it;
+}
+
+// ------------------------------------------------------------------- phase ---
+
+#define PROB_ARGS                                                                                         \
+    int n_, int m_, const i64 *indptr_, const int *cols_, const i64 *cost_, const i64 *cptr_,             \
+        const int *crows_, const i64 *ccost_, const i64 *priv_, i64 single_gap_
+#define MAKE_PROB                                                                                         \
+    Prob p;                                                                                               \
+    p.n = n_;                                                                                             \
+    p.m = m_;                                                                                             \
+    p.indptr = indptr_;                                                                                   \
+    p.cols = cols_;                                                                                       \
+    p.cost = cost_;                                                                                       \
+    p.cptr = cptr_;                                                                                       \
+    p.crows = crows_;                                                                                     \
+    p.ccost = ccost_;                                                                                     \
+    p.priv = priv_;                                                                                       \
+    p.single_gap = single_gap_
+
+// Rounds of one stage (forward: rows; reverse: columns) on the lists by parity: grid-wide while more than
+// `small` entries are listed, then block 0 alone. Returns (in block 0) the final parity; counts[stat]
+// accumulates the rounds.
+template <bool FORWARD>
+__device__ void stage(cg::grid_group& g, const Prob& p, const State& s, i64 eps, int small, int gs_rows,
+                      int max_rounds, int stat) {
+    const int gtid = blockIdx.x * blockDim.x + threadIdx.x, nthreads = gridDim.x * blockDim.x;
+    const int lane = threadIdx.x & 31, gwarp = gtid >> 5, nwarps = nthreads >> 5;
+    int parity = 0, rounds = 0;
+    while (true) {
+        const int count = *(volatile int*)&s.counts[parity];
+        if (count <= small || rounds >= max_rounds || *(volatile int*)&s.counts[C_ERROR]) break;
+        int* cur = parity ? s.list1 : s.list0;
+        int* nxt = parity ? s.list0 : s.list1;
+        if (gtid == 0) s.counts[1 - parity] = 0;
+        if (FORWARD) fwd_bid(p, s, cur, count, eps, gwarp, nwarps, lane);
+        else rev_bid(p, s, cur, count, eps, gwarp, nwarps, lane);
+        g.sync();
+        if (FORWARD) fwd_claim(s, cur, count, nxt, &s.counts[1 - parity], gtid, nthreads);
+        else rev_claim(s, cur, count, nxt, &s.counts[1 - parity], gtid, nthreads);
+        g.sync();
+        if (FORWARD) fwd_reset(s, cur, count, gtid, nthreads);
+        else rev_reset(s, cur, count, gtid, nthreads);
+        g.sync();
+        parity ^= 1;
+        ++rounds;
+    }
+    if (blockIdx.x == 0) {  // the rest of the stage in one block
+        const int tid = threadIdx.x, warp = tid >> 5, nw = blockDim.x >> 5;
+        while (rounds < max_rounds) {
+            const int count = *(volatile int*)&s.counts[parity];
+            if (count == 0 || *(volatile int*)&s.counts[C_ERROR]) break;
+            int* cur = parity ? s.list1 : s.list0;
+            int* nxt = parity ? s.list0 : s.list1;
+            if (count <= gs_rows) {
+                if (warp == 0) {
+                    rounds = FORWARD ? fwd_gauss_seidel(p, s, cur, &s.counts[parity], eps, rounds, max_rounds)
+                                     : rev_gauss_seidel(p, s, cur, &s.counts[parity], eps, rounds, max_rounds);
+                }
+                __syncthreads();
+                break;
+            }
+            __syncthreads();  // every thread has read count before it is reset below (parity swaps)
+            if (tid == 0) s.counts[1 - parity] = 0;
+            if (FORWARD) fwd_bid(p, s, cur, count, eps, warp, nw, lane);
+            else rev_bid(p, s, cur, count, eps, warp, nw, lane);
+            __syncthreads();
+            if (FORWARD) fwd_claim(s, cur, count, nxt, &s.counts[1 - parity], tid, blockDim.x);
+            else rev_claim(s, cur, count, nxt, &s.counts[1 - parity], tid, blockDim.x);
+            __syncthreads();
+            if (FORWARD) fwd_reset(s, cur, count, tid, blockDim.x);
+            else rev_reset(s, cur, count, tid, blockDim.x);
+            __syncthreads();
+            parity ^= 1;
+            ++rounds;
+        }
+        if (tid == 0) {
+            s.counts[stat] += rounds;
+            if (*(volatile int*)&s.counts[parity] > 0) atomicExch(&s.counts[C_ERROR], 2);  // round cap
+            s.counts[C_LIST0] = 0;  // the next stage starts on list 0
+            s.counts[C_LIST1] = 0;
+        }
+    }
+}
+
+// One epsilon phase (see the top of the file). first: all rows start unassigned at the current prices (no
+// init, no reverse stage: no column was ever freed); else init releases the rows that violate eps-CS.
+// max_rounds caps each stage (counts[C_ERROR] = 2 when reached, rows may then be left unassigned).
+extern "C" __global__ void __launch_bounds__(THREADS, 4)
+    ga_phase(PROB_ARGS, i64* ws64, int* ws32, i64 eps, int first, int small, int gs_rows, int max_rounds) {
+    MAKE_PROB;
+    cg::grid_group g = cg::this_grid();
+    const State s = carve(ws64, ws32, n_, m_);
+    const int gtid = blockIdx.x * blockDim.x + threadIdx.x, nthreads = gridDim.x * blockDim.x;
+    const int lane = threadIdx.x & 31, gwarp = gtid >> 5, nwarps = nthreads >> 5;
+    if (first) {
+        for (int i = gtid; i < p.n; i += nthreads) {
+            if (s.assigned[i] == FREE) s.list0[atomicAdd(&s.counts[C_LIST0], 1)] = i;
+        }
+    } else {
+        for (int i = gwarp; i < p.n; i += nwarps) {
+            i64 b1, b2;
+            int j1;
+            row_best(p, s.price, i, lane, b1, j1, b2);
+            if (lane == 0) {
+                const i64 own = own_value(p, s, i);
+                if (own > b1 + eps) {
+                    const int a = s.assigned[i];
+                    if (a >= 0) {
+                        s.owner[a] = FREE;
+                        s.freed[atomicAdd(&s.counts[C_FREED], 1)] = a;
+                    }
+                    s.assigned[i] = FREE;
+                    s.list0[atomicAdd(&s.counts[C_LIST0], 1)] = i;
+                    atomicAdd(&s.counts[C_RELEASED], 1);
+                }
+            }
+        }
+    }
+    g.sync();
+    stage<true>(g, p, s, eps, small, gs_rows, max_rounds, C_FWD);
+    g.sync();
+    if (first || s.counts[C_ERROR]) return;
+    // stale columns: freed ones nobody took back, at a price above 0
+    const int n_freed = s.counts[C_FREED];
+    for (int t = gtid; t < n_freed; t += nthreads) {
+        const int j = s.freed[t];
+        if (s.owner[j] == FREE && s.price[j] > 0) {
+            s.list0[atomicAdd(&s.counts[C_LIST0], 1)] = j;
+            atomicAdd(&s.counts[C_STALE], 1);
+        }
+    }
+    g.sync();
+    stage<false>(g, p, s, eps, small, gs_rows, max_rounds, C_REV);
+}

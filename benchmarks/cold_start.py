@@ -20,10 +20,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
-MODULES = [("auction.cu", False, "auction_bid_csr"), ("auction_phase.cu", True, "auction_phase_dense"),
-           ("gated_auction.cu", True, "ga_phase"), ("components_gpu.cu", False, "cc_hook"),
-           ("hungarian_tree.cu", False, "tree_reset"), ("hungarian_classical.cu", False, None),
-           ("dense_input.cu", False, "dense_summary"), ("dgs.cu", False, None), ("dgs_anneal.cu", True, None)]
+from tracker.lap._warm_up import MODULES  # noqa: E402
 
 
 def main() -> int:
@@ -37,6 +34,13 @@ def main() -> int:
     from tracker.lap._cuda import load_module
 
     print(f"import tracker.lap: {time.perf_counter() - t0:.2f} s", flush=True)
+    if "--parallel" in sys.argv:
+        from tracker.lap._warm_up import compile_modules
+
+        t0 = time.perf_counter()
+        per_module = compile_modules(threads=8)
+        print(f"all modules, 8 threads: {time.perf_counter() - t0:.2f} s wall "
+              f"({sum(per_module.values()):.2f} s summed)", flush=True)
     total = 0.0
     for name, cooperative, kernel in MODULES:
         t0 = time.perf_counter()

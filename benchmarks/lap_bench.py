@@ -70,6 +70,11 @@ def make_instance(kind: str, n: int, seed: int) -> np.ndarray:
     raise ValueError(kind)
 
 
+def exact(name: str) -> bool:
+    """Whether solver ``name`` is exact (``auto`` picks exact solvers only)."""
+    return name == "auto" or _SOLVERS[name].exact
+
+
 def gpu_dense_solvers() -> list[str]:
     return [s.name for s in _SOLVERS.values() if s.gpu and s.dense is not None]
 
@@ -98,6 +103,8 @@ def time_gpu(cp, fn, repeats, warmup):
 
 
 def solver_stats(name, cost_gpu):
+    if name not in _SOLVERS:  # "auto"
+        return None
     dense = _SOLVERS[name].dense
     try:
         if "stats" not in inspect.signature(dense).parameters:
@@ -119,7 +126,8 @@ def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--sizes", default="1000,4096,8192,20000")
     ap.add_argument("--classes", default=",".join(CLASSES))
-    ap.add_argument("--solvers", default="", help="comma-separated GPU solvers (default: every GPU dense solver)")
+    ap.add_argument("--solvers", default="",
+                    help="comma-separated GPU solvers, 'auto' included (default: every GPU dense solver)")
     ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--warmup", type=int, default=1)
     ap.add_argument("--scipy-max-n", type=int, default=8192, help="skip scipy above this n")
@@ -202,7 +210,7 @@ def main(argv=None):
                         t_x, _ = time_gpu(cp, lambda: lap.linear_sum_assignment(cost, solver=name),
                                           reps if n < 8192 else 1, 0)
                     note = ""
-                    if ref is None and _SOLVERS[name].exact:
+                    if ref is None and exact(name):
                         # scipy not run (large n): the first exact GPU solver is the others' reference
                         ref, ref_name = float(cost[r_g.get(), c_g.get()].sum()), name
                         ok, note = None, "reference of the exact check (scipy not run)"
@@ -210,7 +218,7 @@ def main(argv=None):
                         ok = None if ref is None else objective_ok(cost, r_g.get(), c_g.get(), ref, integral)
                         if ref_name != "scipy":
                             note = f"objective vs {ref_name}"
-                    if ok is False and not _SOLVERS[name].exact:
+                    if ok is False and not exact(name):
                         # A heuristic (DGS): report its optimality gap, not a failure.
                         excess = float(cost[r_g.get(), c_g.get()].sum()) - ref
                         ok, note = None, (f"heuristic: {100 * excess / abs(ref):.3f} % above optimal" if ref

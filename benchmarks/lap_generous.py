@@ -283,6 +283,33 @@ def full_matching_table(sizes, steps, limit=20.0, baseline_max_n=100_000, seed=0
     return "\n".join(lines)
 
 
+def ablation(cases=((100_000, 0.3), (10_000, 0.5), (100_000, 0.5)), configs=None, seed=0) -> str:
+    """Time and rounds of ``solve_gated(solver="auction")`` under settings of ``tracker.lap.gated_auction``."""
+    from tracker import lap
+    from tracker.lap import auction, gated_auction
+
+    configs = configs or [{}, {"FIRST_TRY_ROUNDS": 0}, {"ALPHA": 8}, {"ALPHA": 64}, {"FIRST_EPS": 0.1},
+                          {"FIRST_EPS": 0.005}, {"SMALL": 16}, {"SMALL": 256}, {"GS_ROWS": 0}, {"GS_ROWS": 32}]
+    lines = ["| nodes | f | setting | time | phases / forward / reverse rounds |", "|---:|---:|---|---:|---|"]
+    for n, step in cases:
+        d_rows, d_cols, d_cost, shape, un = generous_gate_instance(n, step, seed=seed + n, backend="gpu")
+        for config in configs:
+            saved = {k: getattr(gated_auction, k) for k in config}
+            try:
+                for k, v in config.items():
+                    setattr(gated_auction, k, v)
+                t, _ = _time_gpu(lambda: lap.solve_gated(d_rows, d_cols, d_cost, shape, un, solver="auction"), 2)
+            finally:
+                for k, v in saved.items():
+                    setattr(gated_auction, k, v)
+            st = auction.LAST_STATS
+            label = ", ".join(f"{k}={v}" for k, v in config.items()) or "default"
+            lines.append(f"| {n:,} | {step} | {label} | {_fmt(t)} | {st.get('phases')} / {st.get('forward_rounds')} / "
+                         f"{st.get('reverse_rounds')} |")
+            print(lines[-1], flush=True)
+    return "\n".join(lines)
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", default="10000,100000,1000000")
@@ -290,11 +317,16 @@ def main(argv=None) -> int:
     parser.add_argument("--full-steps", default="0.1,0.3,0.5")
     parser.add_argument("--limit", type=float, default=20.0, help="seconds for each CPU baseline")
     parser.add_argument("--baseline-max-n", type=int, default=100_000)
-    parser.add_argument("--only", choices=("generous", "full"), default=None)
+    parser.add_argument("--only", choices=("generous", "full", "ablation"), default=None)
     parser.add_argument("--out", help="also write the markdown here")
     args = parser.parse_args(argv)
     import cupy
 
+    if args.only == "ablation":
+        text = ablation()
+        if args.out:
+            Path(args.out).write_text(text + "\n")
+        return 0
     sizes = [int(s) for s in args.sizes.split(",") if s]
     device = cupy.cuda.runtime.getDeviceProperties(0)["name"].decode()
     parts = [f"Device: {device}; lap.lapmod {'importable' if HAVE_LAPMOD else 'not importable (not run)'}; "

@@ -336,6 +336,15 @@ def _kernels(emulate: bool = False):
     return _EmulatedKernels() if emulate else _cuda_kernels()
 
 
+def _array_module(emulate: bool):
+    """NumPy (emulation) or CuPy, without compiling this module's kernels (the sparse routes do not use them)."""
+    if emulate:
+        return np
+    import cupy
+
+    return cupy
+
+
 @functools.lru_cache(maxsize=1)
 def _cuda_kernels():
     return _CudaKernels()
@@ -526,8 +535,7 @@ def solve_gated(n_rows, n_cols, rows, cols, cost, row_unassigned, col_unassigned
                                                       col_unassigned, large, emulate=emulate)
         LAST_STATS.update({f"components_{k}": v for k, v in components_gpu.LAST_STATS.items()})
         return row_ind, col_ind
-    kern = _kernels(emulate)
-    xp = kern.xp
+    xp = _array_module(emulate)
     rows = xp.asarray(rows, dtype=np.int64)
     cols = xp.asarray(cols, dtype=np.int64)
     cost = xp.asarray(cost, dtype=np.float64)
@@ -570,7 +578,7 @@ def _asymmetric_gated(emulate, n_rows, n_cols, rows, cols, reduced_cost):
     """
     from . import gated_auction
 
-    xp = np if emulate else _kernels(False).xp
+    xp = _array_module(emulate)
     mapping, max_cost, exact = _integer_map(xp, xp.concatenate([reduced_cost, xp.zeros(1)]), n_rows + n_cols)
     private = int(mapping(xp.zeros(1))[0])
     assigned, _ = gated_auction.solve(n_rows, n_cols, rows, cols, mapping(reduced_cost),
@@ -588,7 +596,7 @@ def _full_row_matching(emulate, n, m, rows, cols, data):
     """
     from . import gated_auction
 
-    xp = np if emulate else _kernels(False).xp
+    xp = _array_module(emulate)
     fail = xp.full(n, -1, dtype=np.int64)
     if rows.size == 0:
         return fail
@@ -619,8 +627,7 @@ def _full_row_matching(emulate, n, m, rows, cols, data):
 
 def solve_sparse(indptr, indices, data, shape, *, emulate=False):
     """Backend ``sparse`` entry point."""
-    kern = _kernels(emulate)
-    xp = kern.xp
+    xp = _array_module(emulate)
     n, m = (int(s) for s in shape)
     indptr = xp.asarray(indptr, dtype=np.int64)
     cols = xp.asarray(indices, dtype=np.int64)

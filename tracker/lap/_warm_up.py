@@ -1,0 +1,84 @@
+"""Compile the GPU solvers' kernels ahead of their first use (``tracker.lap.warm_up``).
+
+A first solve on a machine compiles two kinds of kernels: this package's CUDA modules (``*.cu``, NVRTC
+through CuPy) and CuPy's own kernels behind the array operations around them. Both land in CuPy's
+persistent cache (``CUPY_CACHE_DIR``, by default ``~/.cupy/kernel_cache``), so a process pays for them only
+once per machine and CuPy version. :func:`warm_up` pays that once, on purpose: it compiles every module
+(several at a time: NVRTC runs outside Python's lock) and runs each entry point on a tiny problem.
+``benchmarks/cold_start.py`` measures what it saves (H100, CuPy 14.2: 16 s of module compilation, of
+which ``hungarian_tree.cu`` takes 7 s; 6-12 s of CuPy kernels behind the first gated and dense solves).
+"""
+
+from __future__ import annotations
+
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+import numpy as np
+
+MODULES = (("auction.cu", False, "auction_bid_csr"), ("auction_phase.cu", True, "auction_phase_dense"),
+           ("gated_auction.cu", True, "ga_phase"), ("components_gpu.cu", False, "cc_hook"),
+           ("hungarian_tree.cu", False, "tree_reset"), ("hungarian_classical.cu", False, None),
+           ("dense_input.cu", False, "dense_summary"), ("dgs.cu", False, None), ("dgs_anneal.cu", True, None))
+"""Every CUDA module of ``tracker/lap`` (file, cooperative, a kernel to fetch; None: compile the module)."""
+
+
+def compile_modules(threads: int = 4) -> dict[str, float]:
+    """Compile every CUDA module of this package (``threads`` at a time); seconds per module."""
+    from ._cuda import load_module
+
+    def one(entry):
+        name, cooperative, kernel = entry
+        start = time.perf_counter()
+        module = load_module(name, cooperative=cooperative)
+        if kernel is None:
+            module.compile()
+        else:
+            module.get_function(kernel)
+        return name, time.perf_counter() - start
+
+    with ThreadPoolExecutor(max_workers=max(1, threads)) as pool:
+        return dict(pool.map(one, MODULES))
+
+
+def warm_up(threads: int = 4) -> dict[str, float]:
+    """Compile the GPU solvers' kernels and run every GPU entry point once on a tiny problem.
+
+    Returns the seconds each step took (``module <file>`` and ``call <entry point>``). Without CuPy or a
+    GPU it does nothing and returns an empty dict.
+    """
+    from ..backend import gpu_available
+
+    if not gpu_available():
+        return {}
+    from ..simulate import gated_frame_pair
+    from . import available_solvers, linear_sum_assignment, min_weight_full_bipartite_matching, solve_gated
+
+    timings = {f"module {name}": seconds for name, seconds in compile_modules(threads).items()}
+    rng = np.random.default_rng(0)
+    rows, cols, cost, shape, no_link = gated_frame_pair(3000, 0.5, seed=0, gate_factor=4.5)
+    calls = [("solve_gated", lambda: solve_gated(rows, cols, cost, shape, no_link, solver="auction"))]
+    import scipy.sparse as sp
+
+    graph = sp.csr_array((cost, (rows, cols)), shape=shape)
+    calls.append(("min_weight_full_bipartite_matching",
+                  lambda: _full_or_infeasible(min_weight_full_bipartite_matching, graph)))
+    for name in available_solvers("dense"):
+        if name in ("scipy",):
+            continue
+        for values in (rng.random((300, 300)), rng.integers(0, 30, (300, 300)).astype(float),
+                       rng.integers(0, 3000, (300, 300)).astype(float)):
+            calls.append((f"linear_sum_assignment[{name}]",
+                          lambda name=name, values=values: linear_sum_assignment(values, solver=name)))
+    for label, call in calls:
+        start = time.perf_counter()
+        call()
+        timings[f"call {label}"] = timings.get(f"call {label}", 0.0) + time.perf_counter() - start
+    return timings
+
+
+def _full_or_infeasible(function, graph):
+    try:
+        return function(graph, solver="auction")
+    except ValueError:  # no full matching in this instance: the kernels ran all the same
+        return None

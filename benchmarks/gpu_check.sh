@@ -37,6 +37,12 @@ echo "== dense and sparse LAP benchmark"
 python3 benchmarks/lap_bench.py $quick --markdown "$out_dir/lap_bench.md" > "$out_dir/lap_bench.log" 2>&1 \
     || echo "lap_bench failed (see $out_dir/lap_bench.log)"
 
+echo "== generous gates and full sparse matchings (issue 27's families)"
+if [ -n "$quick" ]; then generous_sizes=10000,100000; else generous_sizes=10000,100000,1000000; fi
+PYTHONPATH="$PYTHONPATH:$PWD/tests" python3 benchmarks/lap_generous.py --sizes "$generous_sizes" --limit 10 \
+    --out "$out_dir/lap_generous.md" > "$out_dir/lap_generous.log" 2>&1 \
+    || echo "lap_generous failed (see $out_dir/lap_generous.log)"
+
 echo "== end-to-end pipeline benchmark"
 if [ -n "$quick" ]; then
     pipeline_args=(--frames 20 --shape 32,256,256 --particles 1000 --cpu-frames 3)

@@ -310,14 +310,43 @@ def ablation(cases=((100_000, 0.3), (10_000, 0.5), (100_000, 0.5)), configs=None
     return "\n".join(lines)
 
 
+def tune(cases=((100_000, 0.3), (10_000, 0.5)), seed=0) -> tuple[dict, str]:
+    """The fastest (THREADS, SMALL) of ``tracker.lap.gated_auction`` on ``cases`` (sum of the times); it is left
+    set for the rest of the process. Returns the setting and the table of the trials."""
+    from tracker.lap import gated_auction
+
+    configs = [{"THREADS": t, "SMALL": s} for t in (256, 1024) for s in (64, 256)]
+    text = ablation(cases, configs, seed=seed)
+    totals = [0.0] * len(configs)
+    for line in text.splitlines()[2:]:
+        cells = [c.strip() for c in line.strip("|").split("|")]
+        k = [", ".join(f"{a}={b}" for a, b in c.items()) for c in configs].index(cells[2])
+        value, unit = cells[3].split()
+        totals[k] += float(value) * (1e-3 if unit == "ms" else 1.0)
+    best = configs[totals.index(min(totals))]
+    for name, value in best.items():
+        setattr(gated_auction, name, value)
+    return best, text
+
+
+def _groups(sizes, steps: str, big_steps: str):
+    """(sizes, steps) pairs: below 1M nodes every step, from 1M on ``big_steps`` only."""
+    small, big = [n for n in sizes if n < 1_000_000], [n for n in sizes if n >= 1_000_000]
+    out = [(small, [float(s) for s in steps.split(",")])] if small else []
+    return out + ([(big, [float(s) for s in big_steps.split(",")])] if big else [])
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", default="10000,100000,1000000")
     parser.add_argument("--steps", default="0.1,0.3,0.5,0.7")
     parser.add_argument("--full-steps", default="0.1,0.3,0.5")
+    parser.add_argument("--big-steps", default="0.1,0.3", help="steps at sizes of 1M and more (both families)")
     parser.add_argument("--limit", type=float, default=20.0, help="seconds for each CPU baseline")
     parser.add_argument("--baseline-max-n", type=int, default=100_000)
     parser.add_argument("--only", choices=("generous", "full", "ablation"), default=None)
+    parser.add_argument("--tune", action="store_true",
+                        help="first pick the fastest THREADS and SMALL of gated_auction (tune()) and keep them")
     parser.add_argument("--out", help="also write the markdown here")
     args = parser.parse_args(argv)
     import cupy
@@ -331,13 +360,17 @@ def main(argv=None) -> int:
     device = cupy.cuda.runtime.getDeviceProperties(0)["name"].decode()
     parts = [f"Device: {device}; lap.lapmod {'importable' if HAVE_LAPMOD else 'not importable (not run)'}; "
              f"CPU baselines stopped at {args.limit:.0f} s, not run above {args.baseline_max_n:,} nodes."]
+    if args.tune:
+        best, text = tune()
+        parts += ["", f"Tuning (kept: {best}):", "", text]
     if args.only in (None, "generous"):
-        parts += ["", "### Generous gates (`solve_gated`)", "",
-                  generous_table(sizes, [float(s) for s in args.steps.split(",")], args.limit, args.baseline_max_n)]
+        parts += ["", "### Generous gates (`solve_gated`)", ""]
+        for group, steps in _groups(sizes, args.steps, args.big_steps):
+            parts.append(generous_table(group, steps, args.limit, args.baseline_max_n))
     if args.only in (None, "full"):
-        parts += ["", "### Full matchings (`min_weight_full_bipartite_matching`)", "",
-                  full_matching_table(sizes, [float(s) for s in args.full_steps.split(",")], args.limit,
-                                      args.baseline_max_n)]
+        parts += ["", "### Full matchings (`min_weight_full_bipartite_matching`)", ""]
+        for group, steps in _groups(sizes, args.full_steps, args.big_steps):
+            parts.append(full_matching_table(group, steps, args.limit, args.baseline_max_n))
     text = "\n".join(parts) + "\n"
     print(text)
     if args.out:

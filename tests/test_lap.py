@@ -465,3 +465,23 @@ def test_certificate_leaves_ties_and_clashes_to_the_solver():
     chosen_rows, chosen_cols = lap.solve_gated(rows, cols, cost, (4, 5), un[:4], un, solver="scipy")
     assert dict(zip(chosen_rows.tolist(), chosen_cols.tolist())) in (
         {0: 1, 1: 0, 2: 2, 3: 4}, {0: 1, 1: 0, 2: 3, 3: 4})
+
+
+def test_auto_dense_choice_follows_the_table(rng):
+    from tracker.lap import _auto_dense, distinct_row_minima
+    from tracker.lap._gpu_common import summarize_dense
+
+    n = 300
+    points = rng.random((n, 3)) * 20
+    geometric = ((points[:, None] - (points + rng.normal(0, 0.3, points.shape))[None]) ** 2).sum(-1)
+    cases = {"hungarian-classical": rng.integers(0, n // 10, (n, n)).astype(float),
+             "hungarian-tree": geometric, "auction": rng.random((n, n))}
+    for expected, cost in cases.items():
+        assert _auto_dense(np, cost, summarize_dense(cost)) == expected
+    assert distinct_row_minima(np, np.array([[1.0, 0.0], [2.0, 0.0], [np.inf, np.inf]])) == 1
+
+
+def test_auto_small_numpy_matrices_take_scipys_choice():
+    # SciPy's test suite checks which of equal-cost assignments comes back on tiny matrices
+    rows, cols = lap.linear_sum_assignment(np.ones((8, 8)))
+    assert np.array_equal(cols, np.arange(8))

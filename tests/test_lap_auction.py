@@ -369,11 +369,13 @@ def test_gated_geometric_3d(n, step):
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("gs_rows, small", [(0, 64), (4, 64), (64, 64), (4, 0), (4, 100000)])
+@pytest.mark.parametrize("gs_rows, small, threads", [(0, 64, 256), (4, 64, 256), (64, 64, 256), (4, 0, 256),
+                                                     (4, 100000, 256), (4, 64, 1024), (4, 256, 1024)])
 @pytest.mark.parametrize("integer", [False, True])
-def test_gated_tail_settings(gs_rows, small, integer, monkeypatch):
+def test_gated_tail_settings(gs_rows, small, threads, integer, monkeypatch):
     monkeypatch.setattr(gated_auction, "GS_ROWS", gs_rows)
     monkeypatch.setattr(gated_auction, "SMALL", small)
+    monkeypatch.setattr(gated_auction, "THREADS", threads)
     rows, cols, cost, shape, un = generous_gate_instance(10000, 0.5, seed=11)
     if integer:
         cost, un = np.round(cost * 1000), float(np.round(un * 1000))

@@ -18,6 +18,10 @@ scipy_suite = pytest.importorskip("scipy.optimize.tests.test_linear_assignment")
 
 EXACT_SOLVERS = [("scipy", False), ("auto", False), ("auction", True), ("hungarian-tree", True),
                  ("hungarian-classical", True)]
+TIE_BREAKING = {"test_constant_cost_matrix", "test_linear_sum_assignment_input_object",
+                "test_linear_sum_assignment_input_bool"}
+"""Tests that check which of several equally cheap assignments comes back (SciPy's choice): the GPU solvers'
+parallel rounds choose among ties in no fixed order. ``auto`` passes them (tiny NumPy matrices go to SciPy)."""
 
 
 def _rebound(function, solver: str, gpu: bool):
@@ -34,6 +38,8 @@ def _rebound(function, solver: str, gpu: bool):
     copy.__wrapped__ = function
     if gpu:
         copy = pytest.mark.gpu(copy)
+        if function.__name__ in TIE_BREAKING:
+            copy = pytest.mark.skip(reason="SciPy's choice among equally cheap assignments")(copy)
     return copy
 
 

@@ -70,3 +70,33 @@ dense_summary(const double* __restrict__ cost, long long size, double lim, doubl
         }
     }
 }
+
+// How many columns are some row's cheapest (solver="auto", tracker/lap/__init__.py _auto_dense): one warp per
+// row finds its first cheapest column (row-major n x m); the first row to mark a column in hit[] (zeroed
+// before) counts it in distinct[0]. Rows without a finite entry count nothing.
+extern "C" __global__ void distinct_row_minima(const double* __restrict__ cost, int n, int m, int* __restrict__ hit,
+                                               int* __restrict__ distinct) {
+    const int lane = threadIdx.x & 31;
+    const int nwarps = (gridDim.x * blockDim.x) >> 5;
+    for (int i = (blockIdx.x * blockDim.x + threadIdx.x) >> 5; i < n; i += nwarps) {
+        const double* row = cost + (long long)i * m;
+        double best = INF_D;
+        int arg = 0x7fffffff;
+        for (int j = lane; j < m; j += 32) {
+            const double x = row[j];
+            if (x < best) {  // strict: each lane keeps its first cheapest column
+                best = x;
+                arg = j;
+            }
+        }
+        for (int offset = 16; offset > 0; offset >>= 1) {
+            const double other = __shfl_xor_sync(0xffffffffu, best, offset);
+            const int other_arg = __shfl_xor_sync(0xffffffffu, arg, offset);
+            if (other < best || (other == best && other_arg < arg)) {
+                best = other;
+                arg = other_arg;
+            }
+        }
+        if (lane == 0 && arg < m && atomicExch(&hit[arg], 1) == 0) atomicAdd(distinct, 1);
+    }
+}

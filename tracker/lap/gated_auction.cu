@@ -39,7 +39,7 @@ typedef unsigned long long u64;
 #define PRIVATE (-2)
 #define NO_COL 0x7fffffff  // the private option's "column" in comparisons: real columns win ties
 #define GS_MAX 64          // capacity of the Gauss-Seidel queue (shared memory)
-#define THREADS 256
+#define MAX_THREADS 1024  // blocks of 256 (4 per SM) or 1024 threads (1 per SM): gated_auction.THREADS
 
 // counts[] slots (int32), read by gated_auction.py
 #define C_LIST0 0
@@ -514,7 +514,7 @@ __device__ void stage(cg::grid_group& g, const Prob& p, const State& s, i64 eps,
 // One epsilon phase (see the top of the file). first: all rows start unassigned at the current prices (no
 // init, no reverse stage: no column was ever freed); else init releases the rows that violate eps-CS.
 // max_rounds caps each stage (counts[C_ERROR] = 2 when reached, rows may then be left unassigned).
-extern "C" __global__ void __launch_bounds__(THREADS, 4)
+extern "C" __global__ void __launch_bounds__(MAX_THREADS, 1)
     ga_phase(PROB_ARGS, i64* ws64, int* ws32, i64 eps, int first, int small, int gs_rows, int max_rounds) {
     MAKE_PROB;
     cg::grid_group g = cg::this_grid();

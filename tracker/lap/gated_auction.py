@@ -29,6 +29,12 @@ overpriced unmatched columns; resetting their prices to 0 instead can cycle (see
 
 The first try is one phase at eps = 1 (exact when it ends) capped at :data:`FIRST_TRY_ROUNDS` rounds: easy
 instances (short gates) finish there; the others go on from its prices and assignment.
+
+Measured on one H100 (``benchmarks/results/lap_generous_h100.md``, ``solve_gated`` after the component split,
+issue 27's generous-gate family): 2.0 / 24 / 389 / 837 ms at 10k nodes for f = 0.1 / 0.3 / 0.5 / 0.7, 2.4 / 43
+/ 1160 / 2690 ms at 100k, 7.3 / 133 ms at 1M (f = 0.1 / 0.3); all exact. The rounds, not their cost (about 2
+microseconds each in the one-block tail), are what is left at f >= 0.5: 200k-500k forward and reverse rounds,
+long chains of single evictions through the crowd between a dying particle and a born one.
 """
 
 from __future__ import annotations
@@ -44,8 +50,13 @@ FIRST_EPS = 0.03
 """First epsilon of the scaled phases, relative to the range of the edge costs."""
 FIRST_TRY_ROUNDS = 300
 """Rounds of the first try (one phase at eps = 1 from zero prices) before epsilon-scaling takes over."""
-SMALL = 64
-"""A stage (forward or reverse) continues in one thread block once at most this many rows (columns) bid."""
+THREADS = 1024
+"""Threads per block of the phase kernel: 1024 (one block per multiprocessor) or 256 (four). Measured on the
+H100 (``benchmarks/results/lap_generous_h100.md``, tuning table, with :data:`SMALL`): 1024 / 256 took 43.5-45.6
+/ 47.8-58.2 ms at 100k nodes, f = 0.3, and 276-283 / 489-565 ms at 10k nodes, f = 0.5."""
+SMALL = 256
+"""A stage (forward or reverse) continues in one thread block once at most this many rows (columns) bid
+(same tuning: with 1024 threads, 256 vs 64: 45.6 vs 43.5 ms at 100k, f = 0.3; 276 vs 283 ms at 10k, f = 0.5)."""
 GS_ROWS = 4
 """... and Gauss-Seidel (one warp, one bid at a time) once at most this many are left."""
 MAX_ROUNDS = 1 << 30
@@ -188,17 +199,24 @@ class _Cuda:
 
         self.xp = cupy
         self.function = load_module("gated_auction.cu", cooperative=True).get_function("ga_phase")
-        device = cupy.cuda.Device()
-        self.sms = device.attributes["MultiProcessorCount"]
-        try:
-            per_sm = cupy.cuda.driver.occupancyMaxActiveBlocksPerMultiprocessor(self.function.ptr, 256, 0)
-        except Exception:  # older CuPy: the kernel's __launch_bounds__(256, 4)
-            per_sm = 4
-        self.blocks = self.sms * max(1, min(int(per_sm), 4))
+        self.sms = cupy.cuda.Device().attributes["MultiProcessorCount"]
+        self._blocks = {}
+
+    def blocks(self, threads: int) -> int:
+        """Blocks of a cooperative launch of ``threads`` each: as many as fit on the GPU at once."""
+        if threads not in self._blocks:
+            import cupy
+
+            try:
+                per_sm = cupy.cuda.driver.occupancyMaxActiveBlocksPerMultiprocessor(self.function.ptr, threads, 0)
+            except Exception:  # older CuPy: what 64 registers a thread allow
+                per_sm = 65536 // (64 * threads)
+            self._blocks[threads] = self.sms * max(1, min(int(per_sm), 2048 // threads))
+        return self._blocks[threads]
 
     def phase(self, prob: _Problem, ws: _Workspace, eps: int, first: bool, cap: int):
         ws.counts[:] = 0
-        self.function((self.blocks,), (256,),
+        self.function((self.blocks(THREADS),), (THREADS,),
                       (*prob.args, ws.ws64, ws.ws32, np.int64(eps), np.int32(bool(first)), np.int32(SMALL),
                        np.int32(GS_ROWS), np.int32(min(cap, MAX_ROUNDS))))
         return ws.counts.get()

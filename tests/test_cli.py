@@ -486,3 +486,9 @@ def test_evaluate_names_a_bad_tracks_file(simulated, tmp_path):
     tracks.write_text("track_id,frame,z,y,x\n0,0,1,1,1\n0,1,1,,1\n")
     assert one_line_error(invoke("evaluate", tracks, truth)).startswith(
         f"Error: {tracks}: column 'y' has missing or non-finite values")
+
+
+def test_solvers_warm_up_without_a_gpu_says_so():
+    result = invoke("solvers", "--warm-up")
+    assert result.exit_code == 0 and "scipy" in result.output
+    assert "warm-up" in result.output

@@ -6,7 +6,10 @@ import click
 
 
 @click.command("solvers")
-def solvers_command() -> None:
+@click.option("--warm-up", is_flag=True,
+              help="Compile the GPU solvers' kernels now and run each once (the first run on a fresh machine "
+                   "otherwise pays for it); prints the seconds each step took.")
+def solvers_command(warm_up: bool) -> None:
     """List the assignment solvers and what this machine can run."""
     from ..backend import gpu_available
     from ..lap._registry import _SOLVERS
@@ -16,3 +19,11 @@ def solvers_command() -> None:
         usable = "yes" if (gpu or not solver.gpu) else "no (needs a GPU)"
         kind = "exact" if solver.exact else "heuristic"
         click.echo(f"{solver.name:22s} {kind:9s} usable: {usable:16s} {solver.description}")
+    if warm_up:
+        from ..lap import warm_up as compile_and_run
+
+        steps = compile_and_run()
+        if not steps:
+            click.echo("warm-up: no GPU here, nothing to compile", err=True)
+        for step, seconds in steps.items():
+            click.echo(f"warm-up: {step:40s} {seconds:7.2f} s", err=True)

@@ -1,7 +1,7 @@
 """Dense auction settings side by side with the Hungarian solvers (GPU).
 
 The dense auction (``solver="auction"``) runs truncated epsilon-scaling phases and hands its prices to
-the Hungarian's exact finish (:func:`tracker.lap.auction.dense_with_exact_finish`). This script times
+the Hungarian's exact finish (:func:`tracker.lap.dense_auction.dense_with_exact_finish`). This script times
 it under several settings of :mod:`tracker.lap.auction` (epsilon factor, last epsilon, phase
 truncation, finish) on the papers' classes (``lap_bench.make_instance``), next to the best Hungarian
 solver, and prints where the time goes (host timers in ms: preparation, the auction including it, the finish;
@@ -28,7 +28,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from lap_bench import CLASS_LABEL, CLASSES, make_instance, time_gpu, write_atomically  # noqa: E402
 
 import tracker.lap as lap  # noqa: E402
-from tracker.lap import auction  # noqa: E402
+from tracker.lap import auction, dense_auction  # noqa: E402
 
 SETTINGS = {
     # name: module attributes of tracker.lap.auction; any "FINISH:ALPHA:HANDOFF:STOP" also works
@@ -56,9 +56,9 @@ def setting(name: str) -> dict:
 
 def apply(values: dict) -> dict:
     """Set module attributes; returns the previous values."""
-    old = {k: getattr(auction, k) for k in values}
+    old = {k: getattr(dense_auction if hasattr(dense_auction, k) else auction, k) for k in values}
     for k, v in values.items():
-        setattr(auction, k, v)
+        setattr(dense_auction if hasattr(dense_auction, k) else auction, k, v)
     return old
 
 
@@ -101,7 +101,7 @@ def main(argv=None) -> int:
                     got = float(cost[r.get(), c.get()].sum())
                     ok = got == best[2] if integral else abs(got - best[2]) <= 1e-9 * max(1.0, abs(best[2]))
                     st: dict = {}
-                    auction.solve_dense(cost_gpu, stats=st)
+                    dense_auction.solve_dense(cost_gpu, stats=st)
                 except Exception as error:  # report and go on
                     print(f"  {name}: {type(error).__name__}: {error}", flush=True)
                     apply(old)

@@ -17,7 +17,7 @@ import lap_instances
 from lap_instances import random_costs, sparse_graphs
 from tracker import lap
 from tracker.simulate import gated_frame_pair
-from tracker.lap import _scipy, auction, gated_auction
+from tracker.lap import _scipy, auction, dense_auction, gated_auction
 
 
 # ------------------------------------------------------------------ helpers --
@@ -149,7 +149,7 @@ def test_emulated_driver_dense_and_batched_rounds(monkeypatch):
         n, m = sorted(rng.integers(1, 9, 2))
         cost = rng.integers(0, 10, (n, m)).astype(float)
         cost[rng.random((n, m)) < 0.3] = np.inf
-        col = auction.solve_dense(cost, emulate=True)
+        col = dense_auction.solve_dense(cost, emulate=True)
         try:
             expected = cost[scipy.optimize.linear_sum_assignment(cost)].sum()
         except ValueError:
@@ -222,10 +222,10 @@ def test_dense_exact_finish_settings(finish, warm, phase_stop, monkeypatch):
     """Every way a dense auction can start (zero prices, or warm from the Hungarian's reduction) and end
     (the Hungarian finish after truncated phases, or the auction alone) equals SciPy on 150 random
     instances per setting: square and rectangular, forbidden entries, ties."""
-    monkeypatch.setattr(auction, "DENSE_FINISH", finish)
-    monkeypatch.setattr(auction, "DENSE_WARM_START", warm)
-    monkeypatch.setattr(auction, "DENSE_PHASE_STOP", phase_stop)
-    monkeypatch.setattr(auction, "DENSE_PHASE_STOP_MIN", 0 if phase_stop == 0 else 8)
+    monkeypatch.setattr(dense_auction, "DENSE_FINISH", finish)
+    monkeypatch.setattr(dense_auction, "DENSE_WARM_START", warm)
+    monkeypatch.setattr(dense_auction, "DENSE_PHASE_STOP", phase_stop)
+    monkeypatch.setattr(dense_auction, "DENSE_PHASE_STOP_MIN", 0 if phase_stop == 0 else 8)
     rng = np.random.default_rng([["sap", "tree", None, "classical", "auto"].index(finish), int(phase_stop * 100), warm])
     kinds = ("int_small", "int_n", "int_10n", "float", "geometric", "negative", "wide", "ties", "inf", "inf_int")
     for trial in range(150):
@@ -257,7 +257,7 @@ def test_dense_exact_finish_large(kind):
     stats: dict = {}
     import cupy
 
-    col = auction.dense_with_exact_finish(cupy.asarray(cost), stats=stats).get()
+    col = dense_auction.dense_with_exact_finish(cupy.asarray(cost), stats=stats).get()
     assert sorted(col.tolist()) == list(range(2000))
     expected = cost[scipy.optimize.linear_sum_assignment(cost)].sum()
     np.testing.assert_allclose(cost[np.arange(2000), col].sum(), expected, rtol=1e-12)
@@ -471,7 +471,7 @@ def test_refine_dense_is_eps_optimal_from_any_start_and_prices(rng):
         optimum = cost[scipy.optimize.linear_sum_assignment(cost)].sum()
         start = rng.permutation(n)
         eps_cost = (0.005, 0.05, 0.0)[trial % 3] * cost[np.arange(n), start].sum() / n
-        got = auction.refine_dense(cost, start, rng.random(n) * 0.3, eps_cost, emulate=True)
+        got = dense_auction.refine_dense(cost, start, rng.random(n) * 0.3, eps_cost, emulate=True)
         assert sorted(got.tolist()) == list(range(n))
         resolution = (cost.max() - cost.min()) / (1 << auction.COST_BITS)  # eps_cost 0: one integer unit
         assert cost[np.arange(n), got].sum() <= optimum + n * max(eps_cost, resolution) * (1 + 1e-6) + 1e-9 * optimum

@@ -87,7 +87,7 @@ CHECK_EVERY = 4
 """Switching rounds queued between two host synchronisations."""
 POLISH_GAP = 0.0
 """If positive: after switching, one auction phase from the DGS assignment, priced by the Sinkhorn duals,
-with ``eps = POLISH_GAP * objective / n`` (:func:`tracker.lap.auction.refine_dense`), then switching again:
+with ``eps = POLISH_GAP * objective / n`` (:func:`tracker.lap.dense_auction.refine_dense`), then switching again:
 the result is at most ``POLISH_GAP`` (relative) above the optimum, whatever the local search reached. Off
 by default because of its cost on geometric costs: with 0.005 on one H100 (``dgs_h100.md``, sixth session)
 uniform random costs went from 3.5-12 % above the optimum to under 0.005 % for 3-31 ms more (n = 512-4096),
@@ -186,9 +186,9 @@ def _start(k, cost, init, sms):
 
     n = cost.shape[0]
     if init == "auction":
-        from . import auction
+        from . import dense_auction
 
-        tau = auction.dense_square_int(
+        tau = dense_auction.dense_square_int(
             cost, stop_eps=lambda max_cost: max(1, max_cost // (INIT_EPS_DIVISOR * n))
         )[0]
         return tau.astype(np.int32), {}, None
@@ -267,7 +267,7 @@ def solve(cost, *, time_limit: float = None, init: str = None):
     polish_s = 0.0
     if POLISH_GAP > 0 and not timed_out:
         # One auction phase bounds the gap; switching again makes the result 2-exchange optimal too.
-        from .auction import refine_dense
+        from .dense_auction import refine_dense
 
         polish_start = time.perf_counter()
         duals = column_duals if column_duals is not None else cupy.zeros(n, dtype=np.float32)

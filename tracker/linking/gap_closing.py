@@ -14,7 +14,7 @@ missing frame; every end and start may also stay unlinked.
 from __future__ import annotations
 
 import numpy as np
-from scipy.stats import chi2
+from scipy.special import gammaincinv
 
 from ..costs import gated_links_per_source
 from ..params import LINKING_DEFAULTS
@@ -62,7 +62,7 @@ def face_axes(positions: np.ndarray, bounds: tuple[np.ndarray, np.ndarray], reac
 
 def gap_closing_gate_sigmas(ndim: int = 3) -> float:
     """Search radius of gap closing in standard deviations of the prediction (:data:`GAP_CLOSING_QUANTILE`)."""
-    return float(np.sqrt(chi2.ppf(GAP_CLOSING_QUANTILE, ndim)))
+    return float(np.sqrt(2.0 * gammaincinv(ndim / 2.0, GAP_CLOSING_QUANTILE)))  # (the chi-square quantile)
 
 
 def track_ends_and_starts(predecessor: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -26,8 +26,7 @@ from dataclasses import dataclass
 
 import numpy as np
 from scipy.spatial import cKDTree
-from scipy.special import gamma
-from scipy.stats import poisson
+from scipy.special import gamma, gammainc
 
 from .motion import DEFAULT_GATE_SIGMAS, MotionModel, chi2_sf, spread_factor, truncated_gaussian_variance
 from .gap_closing import bounding_box, edge_clearance, face_axes
@@ -174,7 +173,7 @@ class MissedDetectionEvidence:
         """Probability that chance makes at least :attr:`causal_pairs` (Poisson with mean :attr:`chance`)."""
         if self.causal_pairs == 0:
             return 1.0
-        return float(poisson.sf(self.causal_pairs - 1, max(self.chance, 1e-12)))
+        return float(gammainc(self.causal_pairs, max(self.chance, 1e-12)))  # (Poisson P(X >= k) = P(Gamma(k) <= mean))
 
     @property
     def worth_closing(self) -> bool:
@@ -264,7 +263,7 @@ def radius_cuts_steps(state: TrackState, prediction: Prediction, missing: Missin
     cut = _close_pairs(state, ends, starts, 1, prediction.gate, 0.0, span)
     # Expected without a wrong tail: chance pairs, and the steps the model's own tail puts past the radius.
     expected = _close_pairs(state, starts, ends, 1, prediction.gate, 0.0, span) + missing.inner_beyond_radius
-    significant = cut > 0 and poisson.sf(cut - 1, max(expected, 1e-12)) <= EVIDENCE_P_VALUE
+    significant = cut > 0 and gammainc(cut, max(expected, 1e-12)) <= EVIDENCE_P_VALUE
     return bool(significant and cut - expected > CUT_OFF_EXCESS * missing.inner_beyond_radius)
 
 

@@ -234,9 +234,9 @@ class _Emulated:
     xp = np
 
     def phase(self, prob: _Problem, ws: _Workspace, eps: int, first: bool, cap: int):
-        n, m = prob.n, prob.m
+        n = prob.n
         counts = np.zeros(_N_COUNTS, dtype=np.int64)
-        price, acost, assigned, owner = ws.price, ws.acost, ws.assigned, ws.owner
+        price, assigned, owner = ws.price, ws.assigned, ws.owner
         if first:
             listed = [i for i in range(n) if assigned[i] == -1]
             freed = []

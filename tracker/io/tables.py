@@ -60,12 +60,13 @@ def write_table(path: str | os.PathLike, table: Mapping[str, Any], overwrite: bo
         If ``path`` exists (without ``overwrite``) or its folder does not.
     """
     import pyarrow.csv
-    import pyarrow.parquet
 
     parquet = is_parquet(path)
     arrow = _to_arrow(table, for_csv=not parquet)
     with atomic_path(path, overwrite) as tmp:
         if parquet:
+            import pyarrow.parquet  # imports pandas: only where needed
+
             pyarrow.parquet.write_table(arrow, tmp)
             return
         try:
@@ -91,8 +92,42 @@ def _to_arrow(table: Mapping[str, Any], for_csv: bool):
             column = column.astype(np.uint8)
         elif column.dtype.kind in "OUS":
             column = column.astype(str)
-        arrays[name] = pyarrow.array(column)
+        if column.dtype.kind in "iuf":
+            arrays[name] = _numpy_to_arrow(column)
+        else:
+            arrays[name] = pyarrow.array(column)
     return pyarrow.table(arrays)
+
+
+# pyarrow's own NumPy conversions (``pyarrow.array``, ``Array.to_numpy``, Python scalars) import pandas on first
+# use: 0.1-0.3 s of every ``track link`` (measured 0.09 s on a quiet 2-core machine, 10k x 20). Numeric columns
+# go through their buffers instead, bit for bit the same values (NaN stays NaN, not null).
+
+
+def _numpy_to_arrow(column: np.ndarray):
+    """A 1-D numeric NumPy array as a pyarrow Array sharing its buffer (no nulls)."""
+    import pyarrow
+
+    column = np.ascontiguousarray(column)
+    return pyarrow.Array.from_buffers(pyarrow.from_numpy_dtype(column.dtype), len(column),
+                                      [None, pyarrow.py_buffer(column)])
+
+
+def _arrow_to_numpy(array, kind: str) -> np.ndarray:
+    """A pyarrow float64 (``kind="f"``) or boolean (``kind="b"``) Array as NumPy: nulls as NaN / False."""
+    n, offset = len(array), array.offset
+    validity, data = array.buffers()[:2]
+
+    def bits(buffer) -> np.ndarray:
+        return np.unpackbits(np.frombuffer(buffer, np.uint8), bitorder="little")[offset:offset + n].astype(bool)
+
+    if kind == "b":
+        values = bits(data) if n else np.zeros(0, dtype=bool)
+        return values & bits(validity) if array.null_count else values
+    values = np.frombuffer(data, np.float64, count=n, offset=8 * offset).copy() if n else np.zeros(0)
+    if array.null_count:
+        values[~bits(validity)] = np.nan
+    return values
 
 
 def round_significant(values: np.ndarray, digits: int) -> np.ndarray:
@@ -249,12 +284,14 @@ def _numeric(column) -> np.ndarray | None:
     import pyarrow.types as types
 
     kind = column.type
+    if isinstance(column, pyarrow.ChunkedArray):
+        column = column.combine_chunks()
     if types.is_boolean(kind):
-        return np.asarray(column.fill_null(False).to_numpy(zero_copy_only=False), dtype=bool)
+        return _arrow_to_numpy(column, "b")
     if types.is_null(kind):
         return np.full(len(column), np.nan)
     if types.is_integer(kind) or types.is_floating(kind) or types.is_decimal(kind):
-        return np.asarray(column.cast(pyarrow.float64()).to_numpy(zero_copy_only=False), dtype=np.float64)
+        return _arrow_to_numpy(column.cast(pyarrow.float64()), "f")
     if types.is_string(kind) or types.is_large_string(kind):
         strings = np.asarray(column.to_pylist(), dtype=object)
         strings = np.char.strip(strings.astype(str))

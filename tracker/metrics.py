@@ -25,10 +25,9 @@ import numpy as np
 from scipy.spatial import cKDTree
 
 from . import lap
+from .params import MATCH_DISTANCE_UM as DEFAULT_MATCH_DISTANCE_UM
 from .tables import positions_um, require_columns, spatial_axes
 from .validation import check_detections
-
-DEFAULT_MATCH_DISTANCE_UM = 1.0
 
 
 def _check_match_distance(match_distance_um: float) -> None:

@@ -241,8 +241,8 @@ class SimulationParams(_Validated):
     _section = "simulation"
 
     n_frames: int = _param(20, cli="--frames", minimum=1, help="Number of frames.")
-    n_particles: int = _param(40, cli="--particles", minimum=0, help="Particles in view at the start.")
-    step_um: float = _param(0.4, unit=UM, cli="--step", minimum=0, help="RMS displacement per frame.")
+    n_particles: int = _param(50, cli="--particles", minimum=0, help="Particles in view at the start.")
+    step_um: float = _param(0.5, unit=UM, cli="--step", minimum=0, help="RMS displacement per frame.")
     persistence: float = _param(
         0.5, cli="--persistence", minimum=0, maximum=1, help="Persistence of motion: 0 Brownian, 1 straight lines.")
     snr: float = _param(6.0, cli="--snr", minimum=0, minimum_open=True, help="Peak signal over background noise.")
@@ -259,6 +259,13 @@ DETECTION_DEFAULTS = DetectionParams()
 
 LINKING_DEFAULTS = LinkingParams()
 """The defaults; core functions take their keyword defaults from here."""
+
+SIMULATION_DEFAULTS = SimulationParams()
+"""The defaults of :func:`tracker.simulate.simulate_tracks` and ``track simulate``."""
+
+MATCH_DISTANCE_UM = 1.0
+"""Default gate (µm) within which a point is matched to a ground-truth point (:mod:`tracker.metrics`,
+``track evaluate --match-distance``): about twice the localisation error of a diffraction-limited spot."""
 
 _SECTIONS = {"detection": DetectionParams, "linking": LinkingParams}
 

@@ -21,6 +21,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from .params import SIMULATION_DEFAULTS as _S
 from .params import SimulationParams
 from .stack import check_voxel_size
 from .tables import Table
@@ -43,16 +44,16 @@ RENDER_BYTES_PER_SPLAT = 140
 
 
 def simulate_tracks(
-    n_particles: int = 50,
-    n_frames: int = 20,
+    n_particles: int = _S.n_particles,
+    n_frames: int = _S.n_frames,
     field_of_view_um: Sequence[float] = (8.0, 20.0, 20.0),
-    step_um: float | Sequence[float] = 0.5,
-    persistence: float = 0.5,
+    step_um: float | Sequence[float] = _S.step_um,
+    persistence: float = _S.persistence,
     margin_um: float | None = None,
-    birth_rate: float = 0.0,
-    death_rate: float = 0.0,
-    blink_probability: float = 0.0,
-    seed: int = 0,
+    birth_rate: float = _S.birth_rate,
+    death_rate: float = _S.death_rate,
+    blink_probability: float = _S.blink_probability,
+    seed: int = _S.seed,
 ) -> Table:
     """Simulate trajectories of particles in biased correlated motion.
 

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import click
 
+from ..params import MATCH_DISTANCE_UM
 from ._options import UM, FiniteFloatRange, Triple, user_errors
 
 
@@ -15,7 +16,8 @@ from ._options import UM, FiniteFloatRange, Triple, user_errors
 @user_errors
 @click.argument("tracks", type=click.Path(path_type=Path))
 @click.argument("ground_truth", type=click.Path(path_type=Path))
-@click.option("--match-distance", type=FiniteFloatRange(min=0, min_open=True), default=1.0, show_default=True,
+@click.option("--match-distance", type=FiniteFloatRange(min=0, min_open=True), default=MATCH_DISTANCE_UM,
+              show_default=True,
               help=f"Largest distance ({UM}) at which a tracked point matches a true one (range > 0).")
 @click.option("--voxel-size", type=Triple(), help=f"Voxel size Z,Y,X in {UM}, for files whose positions are in "
                                                   "voxels (ISBI challenge XML, TrackMate XML in pixels).")

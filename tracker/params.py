@@ -254,11 +254,38 @@ class SimulationParams(_Validated):
     seed: int = _param(0, cli="--seed", minimum=0, help="Seed of the random generators: same seed, same data.")
 
 
+@dataclass(frozen=True)
+class ClusterParams(_Validated):
+    """Where ``track run`` runs (:mod:`tracker.distributed`): this process (the default), a local Dask cluster of
+    worker processes, an existing Dask scheduler, or one Dask-CUDA worker per GPU. The results do not depend on it."""
+
+    _section = "cluster"
+
+    workers: int | None = _param(
+        None, cli="--workers", minimum=1, optional=True,
+        help="Detect on a local Dask cluster of this many worker processes (one thread each); needs the "
+             "[distributed] extra. Not given: this process alone.")
+    scheduler: str | None = _param(
+        None, cli="--scheduler", optional=True,
+        help="Detect on the existing Dask cluster of this scheduler (e.g. tcp://host:8786, started by "
+             "dask-jobqueue or `dask scheduler`); its workers must reach the stack by the same path.")
+    gpus: bool = _param(
+        False, cli="--gpus",
+        help="Detect on a local Dask-CUDA cluster of one worker per GPU (needs dask-cuda).")
+    worker_memory_gb: float | None = _param(
+        None, unit="GB", cli="--worker-memory", minimum=0, minimum_open=True, optional=True,
+        help="Memory limit of each local worker (Dask pauses a worker at 80 % and restarts it at 95 %); "
+             "not given: the machine's memory shared between the workers.")
+
+
 DETECTION_DEFAULTS = DetectionParams()
 """The defaults; core functions take their keyword defaults from here."""
 
 LINKING_DEFAULTS = LinkingParams()
 """The defaults; core functions take their keyword defaults from here."""
+
+CLUSTER_DEFAULTS = ClusterParams()
+"""The defaults of :mod:`tracker.distributed`."""
 
 _SECTIONS = {"detection": DetectionParams, "linking": LinkingParams}
 

@@ -144,7 +144,7 @@ def _is_bool(kind: Any) -> bool:
 
 
 def _is_str(kind: Any) -> bool:
-    return kind in (str, "str")
+    return kind in (str, "str", "str | None")
 
 
 def _check_number(name: str, info: Meta, value: Any, kind: Any) -> None:

@@ -140,3 +140,48 @@ def test_errors_are_one_line(stack_path, client, tmp_path, monkeypatch):
     monkeypatch.setitem(sys.modules, "distributed", None)  # (as where the extra is not installed)
     with pytest.raises(InputError, match=r"pip install 'tracker3d\[distributed\]'"):
         import_distributed()
+
+
+@pytest.fixture(scope="module")
+def simulated_detections():
+    """Points of 60 particles over 90 frames (3 % blinking), with localisation noise, in frame order."""
+    truth = simulate_tracks(60, 90, (6.0, 25.0, 25.0), 0.4, 0.6, blink_probability=0.03, seed=5)
+    visible = truth["visible"].astype(bool)
+    noise = np.random.default_rng(0).normal(0, 0.03, (int(visible.sum()), 3))
+    table = {"frame": truth["frame"][visible], **{a: truth[a][visible] + noise[:, k] for k, a in enumerate("zyx")}}
+    order = np.argsort(table["frame"], kind="stable")
+    return {**{name: column[order] for name, column in table.items()}, "point": np.arange(len(order))}
+
+
+def links(tracks) -> set[tuple[int, int]]:
+    track, point = np.asarray(tracks["track_id"]), np.asarray(tracks["point"])
+    same = track[1:] == track[:-1]
+    return set(zip(point[:-1][same].tolist(), point[1:][same].tolist()))
+
+
+@pytest.mark.parametrize("options, identical", [
+    ({"motion": "none", "adaptive_radius": False, "max_gap": 0}, True),  # frame-to-frame assignments alone
+    ({}, False),  # the defaults: motion, scatter, missed detections and gap evidence estimated per block
+])
+def test_time_blocks_stitched_at_their_boundaries(client, simulated_detections, options, identical):
+    from tracker.distributed import link_in_time_blocks
+    from tracker.linking import link_detections
+
+    linking = LinkingParams(max_displacement_um=1.5, **options)
+    whole = link_detections(simulated_detections, **linking.to_dict())
+    calls = []
+    blocks, summary = link_in_time_blocks(client, simulated_detections, linking, 20,
+                                          progress=lambda *call: calls.append(call))
+    assert calls == [("link", done, 5) for done in range(1, 6)]  # (90 frames: 5 blocks)
+    assert sorted(blocks["point"]) == list(range(len(simulated_detections["frame"])))  # every point once
+    assert list(blocks) == list(whole)
+    track, frame = np.asarray(blocks["track_id"]), np.asarray(blocks["frame"])
+    assert np.all((np.diff(track) > 0) | ((np.diff(track) == 0) & (np.diff(frame) > 0)))  # sorted, forward in time
+    a, b = links(whole), links(blocks)
+    assert len(a) > 3000
+    if identical:  # the same tracks and link costs; confidences are scaled by each block's own statistics
+        assert_same_tables({k: v for k, v in blocks.items() if k != "link_confidence"},
+                           {k: v for k, v in whole.items() if k != "link_confidence"})
+        np.testing.assert_allclose(blocks["link_confidence"], whole["link_confidence"], atol=0.05)
+    else:
+        assert 2 * len(a & b) / (len(a) + len(b)) >= 0.999

@@ -38,6 +38,8 @@ def check_cluster(cluster: ClusterParams) -> None:
                          "their own (dask worker --memory-limit)")
     if cluster.worker_memory_gb is not None and not given:
         raise ValueError("--worker-memory needs --workers or --gpus")
+    if cluster.link_block_frames is not None and not given:
+        raise ValueError("--link-blocks needs --workers, --scheduler or --gpus (the blocks are linked on the workers)")
 
 
 def import_distributed() -> Any:
@@ -70,7 +72,7 @@ def dask_client(cluster: ClusterParams) -> Iterator[Any]:
     check_cluster(cluster)
     distributed = import_distributed()
     memory = "auto" if cluster.worker_memory_gb is None else int(cluster.worker_memory_gb * 1e9)
-    quiet = {"silence_logs": logging.ERROR, "dashboard_address": None}
+    quiet = {"silence_logs": logging.ERROR, "dashboard_address": ":0"}  # (any free port: no clash)
     with contextlib.ExitStack() as stack:
         if cluster.scheduler is not None:
             try:

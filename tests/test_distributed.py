@@ -123,6 +123,22 @@ def test_command_line_workers_write_the_single_process_files(stack_path, tmp_pat
     assert sorted(p.name for p in tmp_path.iterdir()) == ["one.csv", "one.params.toml", "two.csv", "two.params.toml"]
 
 
+def test_command_line_scheduler_uses_an_existing_cluster(stack_path, client, tmp_path):
+    options = ["--voxel-size", "0.5,0.2,0.2", "--device", "cpu", "-q", "--motion", "none"]
+    one, two = tmp_path / "one.csv", tmp_path / "two.csv"
+    assert CliRunner().invoke(main, ["run", str(stack_path), "-o", str(one), *options]).exit_code == 0
+    result = CliRunner().invoke(main, ["run", str(stack_path), "-o", str(two), *options,
+                                       "--scheduler", client.scheduler.address, "--link-blocks", "4"])
+    assert result.exit_code == 0, result.output
+    assert len(client.scheduler_info()["workers"]) == 2  # (the cluster outlives the command)
+    first, second = (np.loadtxt(path, delimiter=",", skiprows=1) for path in (one, two))
+    assert first.shape == second.shape and first.shape[0] > 100
+    columns = one.read_text().splitlines()[0].split(",")
+    same = [k for k, name in enumerate(columns) if name not in ("track_id", "link_cost", "link_confidence")]
+    points = [table[:, same][np.lexsort(table[:, same].T[::-1])] for table in (first, second)]
+    np.testing.assert_array_equal(points[1], points[0])  # (every point once; the links: see the blocks' test)
+
+
 def test_errors_are_one_line(stack_path, client, tmp_path, monkeypatch):
     blank = tmp_path / "blank.zarr"
     zarr.create_array(str(blank), shape=(3, 4, 16, 16), dtype="u2", chunks=(1, 4, 16, 16), fill_value=7)

@@ -79,6 +79,14 @@ def test_two_workers_give_the_single_process_tracks(stack_path, client, single, 
     assert calls[len(detect)][0] == "link"  # then the linker's stages, on the client
 
 
+def test_tiff_stacks_are_read_by_the_workers_too(stack_path, client, single, tmp_path):
+    from tracker.io import write_stack
+
+    write_stack(tmp_path / "stack.tif", zarr.open_array(str(stack_path), mode="r")[:], VOXEL)
+    result = track_on_cluster(tmp_path / "stack.tif", client=client, detection=DetectionParams(device="cpu"))
+    assert_same_tables(result.tracks, single.tracks)
+
+
 @dataclass(frozen=True)
 class DyingSource(FrameSource):
     """A source whose worker dies (the whole process) the first time it reads frame ``fatal``."""

@@ -194,8 +194,9 @@ def scaling(args) -> None:
         "| ---: | ---: | ---: | ---: | ---: | ---: |",
     ]
     started = time.perf_counter()
-    reference = detect_stack(_first_frames(stack, min(args.frames, 4)), detection=detection)
-    plain_per_frame = (time.perf_counter() - started) / min(args.frames, 4)
+    reference = detect_stack(_first_frames(stack, 2), detection=detection)
+    plain_per_frame = (time.perf_counter() - started) / 2
+    print(f"single process: {plain_per_frame:.2f} s per frame", flush=True)
     base = None
     source = FrameSource.of(_subset_store(path, args.frames), VOXEL)
     for n in counts:
@@ -211,8 +212,8 @@ def scaling(args) -> None:
                      f"{len(detections['frame'])} | {peak:.0f} |")
         print(lines[-1], flush=True)
         assert np.array_equal(detections["x"][: len(reference["x"])], reference["x"])
-    lines += ["", f"Single process, no cluster: {plain_per_frame:.2f} s per frame (first {min(args.frames, 4)} "
-                  f"frames; the same detections as the cluster's).", ""]
+    lines += ["", f"Single process, no cluster: {plain_per_frame:.2f} s per frame (first 2 frames; the same "
+                  f"detections as the cluster's).", ""]
     with dask_client(ClusterParams(workers=max(counts))) as client:
         client.wait_for_workers(max(counts))
         client.run(_warm_up, source, detection)
@@ -331,10 +332,12 @@ def gpu(args) -> None:
     with dask_client(ClusterParams(workers=4)) as client:
         write_stack(path, args.frames, shape, client)
     detection = DetectionParams(device="gpu")
+    print("stack written", flush=True)
     track_stack(read_stack(path, voxel_size=VOXEL), detection=detection)  # (warm-up: kernels compiled, cached)
     started = time.perf_counter()
     plain = track_stack(read_stack(path, voxel_size=VOXEL), detection=detection)
     plain_seconds = time.perf_counter() - started
+    print(f"plain GPU run: {plain_seconds:.2f} s", flush=True)
     with dask_client(ClusterParams(workers=1)) as client:
         client.wait_for_workers(1)
         track_on_cluster(path, client=client, voxel_size_um=VOXEL, detection=detection)  # (the worker's warm-up)

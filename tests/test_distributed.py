@@ -106,6 +106,29 @@ class DyingSource(FrameSource):
         return Stack(FrameArray(stack.shape, stack.dtype, read_frame), stack.voxel_size)
 
 
+@dataclass(frozen=True)
+class BrokenSource(FrameSource):
+    """A source whose frame 3 cannot be read (as a missing chunk of a store)."""
+
+    def open(self) -> Stack:
+        stack = read_stack(self.path, voxel_size=self.voxel_size)
+
+        def read_frame(t: int) -> np.ndarray:
+            if t == 3:
+                raise KeyError("c/3/0/0/0")
+            return stack.frame(t)
+
+        return Stack(FrameArray(stack.shape, stack.dtype, read_frame), stack.voxel_size)
+
+
+def test_a_worker_error_is_one_line_naming_the_frame(stack_path, client):
+    from tracker.distributed import detect_on_cluster
+
+    with pytest.raises(RuntimeError, match=r"^frame 3 failed on a worker: KeyError: 'c/3/0/0/0'$"):
+        detect_on_cluster(client, BrokenSource(str(stack_path), VOXEL), DetectionParams(device="cpu",
+                                                                                       spot_radius_um=0.5))
+
+
 def test_a_worker_that_dies_is_replaced_and_no_frame_is_lost_or_doubled(stack_path, client, single, tmp_path):
     from tracker.distributed import detect_on_cluster
 

@@ -232,3 +232,23 @@ def test_time_blocks_stitched_at_their_boundaries(client, simulated_detections, 
         np.testing.assert_allclose(blocks["link_confidence"], whole["link_confidence"], atol=0.05)
     else:
         assert 2 * len(a & b) / (len(a) + len(b)) >= 0.999
+
+
+def test_gpus_start_one_dask_cuda_worker_per_gpu(monkeypatch):
+    import types
+
+    class Started(Exception):
+        pass
+
+    def local_cuda_cluster(**options):
+        raise Started(options)
+
+    monkeypatch.setitem(sys.modules, "dask_cuda", types.SimpleNamespace(LocalCUDACluster=local_cuda_cluster))
+    with pytest.raises(Started) as started, dask_client(ClusterParams(gpus=True, worker_memory_gb=2.5)):
+        pass
+    options = started.value.args[0]
+    assert options["threads_per_worker"] == 1 and options["memory_limit"] == 2_500_000_000
+    monkeypatch.setitem(sys.modules, "dask_cuda", None)  # (not installed)
+    with pytest.raises(InputError, match="--gpus needs dask-cuda"):
+        with dask_client(ClusterParams(gpus=True)):
+            pass

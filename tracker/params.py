@@ -144,7 +144,7 @@ def _is_bool(kind: Any) -> bool:
 
 
 def _is_str(kind: Any) -> bool:
-    return kind in (str, "str")
+    return kind in (str, "str", "str | None")
 
 
 def _check_number(name: str, info: Meta, value: Any, kind: Any) -> None:
@@ -254,6 +254,36 @@ class SimulationParams(_Validated):
     seed: int = _param(0, cli="--seed", minimum=0, help="Seed of the random generators: same seed, same data.")
 
 
+@dataclass(frozen=True)
+class ClusterParams(_Validated):
+    """Where ``track run`` runs (:mod:`tracker.distributed`): this process (the default), a local Dask cluster of
+    worker processes, an existing Dask scheduler, or one Dask-CUDA worker per GPU. The results do not depend on it."""
+
+    _section = "cluster"
+
+    workers: int | None = _param(
+        None, cli="--workers", minimum=1, optional=True,
+        help="Detect on a local Dask cluster of this many worker processes (one thread each); needs the "
+             "[distributed] extra. Not given: this process alone.")
+    scheduler: str | None = _param(
+        None, cli="--scheduler", optional=True,
+        help="Detect on the existing Dask cluster of this scheduler (e.g. tcp://host:8786, started by "
+             "dask-jobqueue or `dask scheduler`); its workers must reach the stack by the same path.")
+    gpus: bool = _param(
+        False, cli="--gpus",
+        help="Detect on a local Dask-CUDA cluster of one worker per GPU (needs dask-cuda).")
+    worker_memory_gb: float | None = _param(
+        None, unit="GB", cli="--worker-memory", minimum=0, minimum_open=True, optional=True,
+        help="Memory limit of each local worker (Dask pauses a worker at 80 % and restarts it at 95 %); "
+             "not given: the machine's memory shared between the workers.")
+    link_block_frames: int | None = _param(
+        None, cli="--link-blocks", minimum=2, optional=True,
+        help="Link in time blocks of this many frames, in parallel on the workers, stitched at the block "
+             "boundaries (for stacks whose linking takes long): link F1 >= 0.999 against one linking; the same "
+             "tracks with --motion none --no-adaptive-radius --max-gap 0. Not given: the client links all frames at "
+             "once (the single-process tracks).")
+
+
 DETECTION_DEFAULTS = DetectionParams()
 """The defaults; core functions take their keyword defaults from here."""
 
@@ -266,6 +296,9 @@ SIMULATION_DEFAULTS = SimulationParams()
 MATCH_DISTANCE_UM = 1.0
 """Default gate (µm) within which a point is matched to a ground-truth point (:mod:`tracker.metrics`,
 ``track evaluate --match-distance``): about twice the localisation error of a diffraction-limited spot."""
+
+CLUSTER_DEFAULTS = ClusterParams()
+"""The defaults of :mod:`tracker.distributed`."""
 
 _SECTIONS = {"detection": DetectionParams, "linking": LinkingParams}
 

@@ -156,12 +156,19 @@ def _detect_stack(stack: Stack, detection: DetectionParams,
         n_constant += constant
         if progress is not None:
             progress(Stage.DETECT, t + 1, stack.n_frames)
-    if stack.n_frames and n_constant == stack.n_frames:
+    return check_frames_detected(tables, n_constant), spot_scale
+
+
+def check_frames_detected(tables: Sequence[Table], n_constant: int) -> Table:
+    """The detections of every frame as one table (``tables`` in frame order), after checking the stack as a whole:
+    an :class:`InputError` if all its ``n_constant`` frames are constant, an :class:`InputWarning` if no frame
+    has a spot (shared by :mod:`tracker.distributed`, which detects the frames elsewhere)."""
+    if tables and n_constant == len(tables):
         raise InputError("every frame of the stack is constant (a blank image): there is nothing to detect")
-    if stack.n_frames and not any(len(table["frame"]) for table in tables):
-        warnings.warn(f"no spots found in {stack.n_frames} frame(s): check --spot-radius and --voxel-size (both in "
-                      f"µm) and --threshold", InputWarning, stacklevel=3)
-    return (concat_tables(tables) if tables else empty_detections()), spot_scale
+    if tables and not any(len(table["frame"]) for table in tables):
+        warnings.warn(f"no spots found in {len(tables)} frame(s): check --spot-radius and --voxel-size (both in "
+                      f"µm) and --threshold", InputWarning, stacklevel=4)
+    return concat_tables(tables) if tables else empty_detections()
 
 
 def _detect_frame(stack: Stack, t: int, xp: Any, arguments: Mapping[str, Any]) -> tuple[Table, bool]:

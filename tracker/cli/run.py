@@ -7,7 +7,7 @@ from pathlib import Path
 
 import click
 
-from ..params import DetectionParams, LinkingParams
+from ..params import ClusterParams, DetectionParams, LinkingParams
 from .convert import format_option
 from ._options import (
     UM, ProgressBars, Triple, echo_summary, model_options, parameters_path, parameters_text, user_errors, verbosity_options,
@@ -25,12 +25,13 @@ from ._options import (
 @click.option("--voxel-size", type=Triple(), help=f"Voxel size Z,Y,X in {UM} (overrides the file's metadata).")
 @click.option("--axes", help="Axes of the TIFF when its metadata is ambiguous, e.g. TZYX, ZYX or TYX.")
 @model_options(DetectionParams, LinkingParams)
+@model_options(ClusterParams, config=False)
 @click.option("--overwrite", is_flag=True, help="Replace existing output files.")
 @format_option()
 @verbosity_options
 def run_command(stack: Path, output: Path | None, detections_path: Path | None, voxel_size, axes: str | None,
-        detection: DetectionParams, linking: LinkingParams, overwrite: bool, output_format: str | None,
-        quiet: bool) -> None:
+        detection: DetectionParams, linking: LinkingParams, cluster: ClusterParams, overwrite: bool,
+        output_format: str | None, quiet: bool) -> None:
     """Detect spots in every frame of STACK (a T,Z,Y,X TIFF) and link them into tracks.
 
     Writes a CSV with one row per tracked point: track_id, frame, z, y, x (µm),
@@ -38,12 +39,15 @@ def run_command(stack: Path, output: Path | None, detections_path: Path | None, 
     where its link predicted it) and link_confidence (0..1; sort by it to
     review the least certain links first). Both are NaN where a track
     starts. The parameters used are saved beside it (OUTPUT.params.toml);
-    --config reads them back.
+    --config reads them back. With --workers, --scheduler or --gpus, the frames
+    are read and detected on a Dask cluster (the same tracks).
     """
     from ..io import read_stack, write_table, write_text, write_tracks
     from ..io._atomic import check_outputs
+    from ..distributed.cluster import check_cluster, wanted
     from ..pipeline import track_stack
 
+    check_cluster(cluster)  # (contradicting options: one line before any work)
     output = output or stack.with_name(f"{stack.stem}_tracks.csv")
     saved = parameters_path(output)
     check_outputs({"STACK": stack}, {"-o": output, "--detections": detections_path, "the parameters file": saved},
@@ -54,7 +58,13 @@ def run_command(stack: Path, output: Path | None, detections_path: Path | None, 
         for note in data.notes:
             click.echo(f"note: {note}", err=True)
     with ProgressBars(enabled=not quiet) as progress:
-        result = track_stack(data, detection=detection, linking=linking, progress=progress)
+        if wanted(cluster):  # (the workers read the frames themselves)
+            from ..distributed import track_on_cluster
+
+            result = track_on_cluster(stack, cluster=cluster, voxel_size_um=voxel_size, axes=axes,
+                                      detection=detection, linking=linking, progress=progress)
+        else:
+            result = track_stack(data, detection=detection, linking=linking, progress=progress)
     tracks = {k: v for k, v in result.tracks.items() if not k.endswith("_vox")}
     if result.spot_scale is not None:  # (saved as used: --config reproduces the run without estimating again)
         detection = detection.replace(spot_radius_um=result.spot_scale.radius_um)

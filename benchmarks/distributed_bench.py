@@ -1,0 +1,392 @@
+"""``track run`` on a Dask cluster (tracker.distributed): memory, identity and throughput.
+
+Three measurements, each a sub-command writing a Markdown table (``--out``):
+
+``memory``
+    A Zarr stack larger than the memory given to all the workers together is tracked on a local cluster of
+    ``--workers`` processes limited to ``--worker-memory`` GB each: it must run to the end with every worker's
+    peak resident memory under its limit (and no worker restarted), and give the tracks of the single-process
+    run (made in a separate process, whose peak memory is reported too).
+``scaling``
+    Detection throughput (frames/s) of one stack on local clusters of 1, 2, 4, … workers (one thread each),
+    the spot radius given (so that every run does the same work); then, on the largest cluster, the whole run
+    (spot scale estimated, detection, linking on the client) of ``--frames-e2e`` frames.
+``blocks``
+    Linking alone, of simulated detections (``--frames`` × ``--particles``): one linking in this process against
+    time blocks linked in parallel on ``--workers`` workers (:mod:`tracker.distributed.time_blocks`), for
+    several block lengths: time, and the link F1 of the blocks' tracks against the one linking's.
+``gpu``
+    One worker process on the GPU against the plain GPU run of the same frames: the same tracks, and the time.
+
+The stacks are simulated (:mod:`tracker.simulate`) and rendered on the cluster's workers straight into the Zarr
+store, a block of frames per task, so that no process holds them whole.
+
+Usage::
+
+    python benchmarks/distributed_bench.py memory --frames 512 --shape 32,256,256 --workers 2 --worker-memory 0.75
+    python benchmarks/distributed_bench.py scaling --frames 32 --shape 64,512,512 --workers 1,2,4,8,16
+    python benchmarks/distributed_bench.py blocks --frames 1000 --particles 500 --workers 2 --blocks 100,250
+    python benchmarks/distributed_bench.py gpu --frames 32 --shape 64,512,512
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import resource
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from tracker.distributed import FrameSource, dask_client, detect_on_cluster, track_on_cluster  # noqa: E402
+from tracker.params import ClusterParams, DetectionParams  # noqa: E402
+
+VOXEL = (0.5, 0.2, 0.2)
+PSF_SIGMA = (0.5, 0.2, 0.2)
+DENSITY_PER_UM3 = 0.004
+"""Particles per µm³ of the simulated volume (about 1,340 in 64×512×512 voxels of 0.5×0.2×0.2 µm, 170 in
+32×256×256)."""
+RENDER_BLOCK = 4
+"""Frames rendered per task."""
+
+
+def peak_rss_mb() -> float:
+    """This process's peak resident memory (MB, 10⁶ bytes; Linux reports KiB)."""
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024 / 1e6
+
+
+def simulated_truth(n_frames: int, shape: tuple[int, int, int], seed: int = 1) -> dict:
+    from tracker.simulate import simulate_tracks
+
+    field = tuple(n * v for n, v in zip(shape, VOXEL))
+    n_particles = max(10, int(DENSITY_PER_UM3 * np.prod(field)))
+    return simulate_tracks(n_particles, n_frames, field, 0.35, 0.5, seed=seed)
+
+
+def render_block(path: str, truth: dict, shape: tuple[int, int, int], start: int, stop: int) -> int:
+    """On a worker: render frames ``start:stop`` and write them to the Zarr array at ``path``."""
+    import zarr
+
+    from tracker.simulate import render_stack
+
+    rows = (truth["frame"] >= start) & (truth["frame"] < stop)
+    block = {name: column[rows] for name, column in truth.items()}
+    block["frame"] = block["frame"] - start
+    frames = render_stack(block, (stop - start, *shape), VOXEL, PSF_SIGMA, snr=8, seed=1000 + start)
+    zarr.open_array(path, mode="r+")[start:stop] = frames
+    return stop - start
+
+
+def write_stack(path: Path, n_frames: int, shape: tuple[int, int, int], client) -> float:
+    """A Zarr stack (one chunk per frame, Zarr's default compression) rendered on ``client``'s workers; GB."""
+    import zarr
+
+    if path.exists():
+        shutil.rmtree(path)
+    zarr.create_array(str(path), shape=(n_frames, *shape), dtype="uint16", chunks=(1, *shape))
+    truth = client.scatter(simulated_truth(n_frames, shape), broadcast=True)
+    futures = [client.submit(render_block, str(path), truth, shape, start, min(start + RENDER_BLOCK, n_frames))
+               for start in range(0, n_frames, RENDER_BLOCK)]
+    assert sum(client.gather(futures)) == n_frames
+    return n_frames * int(np.prod(shape)) * 2 / 1e9
+
+
+def worker_peaks(client) -> dict[str, tuple[int, float]]:
+    """Each worker's process id and peak resident memory (MB)."""
+    return client.run(lambda: (os.getpid(), peak_rss_mb()))
+
+
+def same_tracks(first: dict, second: dict) -> bool:
+    return list(first) == list(second) and all(np.array_equal(first[k], second[k], equal_nan=True) for k in first)
+
+
+def single_process(path: Path, tracks_file: Path, device: str) -> dict:
+    """``track_stack`` in a fresh process (its own peak memory); the tracks saved to ``tracks_file``."""
+    code = (f"import json, sys, time, numpy as np; sys.path.insert(0, {str(ROOT)!r});"
+            f"from benchmarks.distributed_bench import peak_rss_mb, VOXEL;"
+            f"from tracker.io import read_stack; from tracker.pipeline import track_stack;"
+            f"t0 = time.perf_counter();"
+            f"r = track_stack(read_stack({str(path)!r}, voxel_size=VOXEL), device={device!r});"
+            f"np.savez({str(tracks_file)!r}, **r.tracks);"
+            f"print(json.dumps({{'seconds': time.perf_counter() - t0, 'detect': r.timings['detect'],"
+            f"'link': r.timings['link'], 'peak_mb': peak_rss_mb(), 'points': len(r.tracks['frame']),"
+            f"'tracks': r.n_tracks}}))")
+    output = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True).stdout
+    return json.loads(output.strip().splitlines()[-1])
+
+
+def memory(args) -> None:
+    shape = args.shape
+    cluster = ClusterParams(workers=args.workers, worker_memory_gb=args.worker_memory)
+    path = Path(args.store)
+    with dask_client(cluster) as client:
+        started = time.perf_counter()
+        gigabytes = write_stack(path, args.frames, shape, client)
+        print(f"wrote {gigabytes:.2f} GB in {time.perf_counter() - started:.0f} s", flush=True)
+    on_disk = sum(f.stat().st_size for f in path.rglob("*") if f.is_file()) / 1e9
+    single = single_process(path, Path(args.store + ".single.npz"), "cpu")
+    print("single process:", single, flush=True)
+    with dask_client(cluster) as client:  # (a fresh cluster: the peaks are the tracking's alone)
+        before = worker_peaks(client)
+        started = time.perf_counter()
+        result = track_on_cluster(path, client=client, voxel_size_um=VOXEL,
+                                  detection=DetectionParams(device="cpu"))
+        seconds = time.perf_counter() - started
+        after = worker_peaks(client)
+    expected = dict(np.load(args.store + ".single.npz"))
+    identical = same_tracks(result.tracks, expected)
+    restarted = sorted(set(before) ^ set(after)) or [a for a in before if before[a][0] != after[a][0]]
+    limit_mb = args.worker_memory * 1e3
+    peaks = [peak for _, peak in after.values()]
+    lines = [
+        f"## Memory: {args.frames} frames of {'×'.join(map(str, shape))} uint16 = {gigabytes:.2f} GB "
+        f"({on_disk:.2f} GB compressed on disk), {args.workers} workers of {args.worker_memory:g} GB "
+        f"({args.workers * args.worker_memory:g} GB together)",
+        "",
+        f"Machine: {platform.node()}, {os.cpu_count()} cores (shared with other jobs while measured).",
+        "",
+        "| run | time (s) | detect (s) | link (s) | peak memory (MB) | points | tracks |",
+        "| --- | ---: | ---: | ---: | --- | ---: | ---: |",
+        f"| single process (`track_stack`) | {single['seconds']:.1f} | {single['detect']:.1f} | {single['link']:.2f} "
+        f"| {single['peak_mb']:.0f} | {single['points']} | {single['tracks']} |",
+        f"| {args.workers} workers (`track_on_cluster`) | {seconds:.1f} | {result.timings['detect']:.1f} "
+        f"| {result.timings['link']:.2f} | workers {', '.join(f'{p:.0f}' for p in peaks)} (limit {limit_mb:.0f}); "
+        f"client {peak_rss_mb():.0f} | {len(result.tracks['frame'])} | {result.n_tracks} |",
+        "",
+        f"Identical tracks (every column): **{identical}**. Workers' peak under the limit: "
+        f"**{max(peaks) < limit_mb}**; workers restarted: {len(restarted)}.",
+        "",
+    ]
+    finish(args, lines)
+    shutil.rmtree(path)
+    os.unlink(args.store + ".single.npz")
+
+
+def scaling(args) -> None:
+    shape = args.shape
+    path = Path(args.store)
+    counts = [int(n) for n in args.workers.split(",")]
+    with dask_client(ClusterParams(workers=max(counts))) as client:
+        started = time.perf_counter()
+        gigabytes = write_stack(path, max(args.frames, args.frames_e2e), shape, client)
+        print(f"wrote {gigabytes:.2f} GB in {time.perf_counter() - started:.0f} s", flush=True)
+    from tracker.io import read_stack
+    from tracker.pipeline import detect_stack
+
+    radius = (0.85, 0.33, 0.33)  # (µm; what the estimate gives on these stacks)
+    detection = DetectionParams(device="cpu", spot_radius_um=radius)
+    stack = read_stack(path, voxel_size=VOXEL)
+    lines = [
+        f"## Detection throughput: {args.frames} frames of {'×'.join(map(str, shape))} (Zarr), spot radius given",
+        "",
+        f"Machine: {platform.node()}, {os.cpu_count()} cores; one thread per worker process.",
+        "",
+        "| workers | detect (s) | frames/s | speed-up vs 1 worker | detections | peak worker memory (MB) |",
+        "| ---: | ---: | ---: | ---: | ---: | ---: |",
+    ]
+    started = time.perf_counter()
+    reference = detect_stack(_first_frames(stack, 2), detection=detection)
+    plain_per_frame = (time.perf_counter() - started) / 2
+    print(f"single process: {plain_per_frame:.2f} s per frame", flush=True)
+    base = None
+    source = FrameSource.of(_subset_store(path, args.frames), VOXEL)
+    for n in counts:
+        with dask_client(ClusterParams(workers=n)) as client:
+            client.wait_for_workers(n)
+            client.run(_warm_up, source, detection)  # (imports and first-call costs, paid once per worker)
+            started = time.perf_counter()
+            detections, _ = detect_on_cluster(client, source, detection)
+            seconds = time.perf_counter() - started
+            peak = max(p for _, p in worker_peaks(client).values())
+        base = base or seconds
+        lines.append(f"| {n} | {seconds:.1f} | {args.frames / seconds:.2f} | {base / seconds:.1f} | "
+                     f"{len(detections['frame'])} | {peak:.0f} |")
+        print(lines[-1], flush=True)
+        assert np.array_equal(detections["x"][: len(reference["x"])], reference["x"])
+    lines += ["", f"Single process, no cluster: {plain_per_frame:.2f} s per frame (first 2 frames; the same "
+                  f"detections as the cluster's).", ""]
+    with dask_client(ClusterParams(workers=max(counts))) as client:
+        client.wait_for_workers(max(counts))
+        client.run(_warm_up, source, detection)
+        started = time.perf_counter()
+        result = track_on_cluster(path, client=client, voxel_size_um=VOXEL, detection=DetectionParams(device="cpu"))
+        seconds = time.perf_counter() - started
+    n_points = len(result.detections["frame"])
+    lines += [
+        f"## End to end: {stack.n_frames} frames of {'×'.join(map(str, shape))} ({gigabytes:.2f} GB) on "
+        f"{max(counts)} workers",
+        "",
+        "| stage | seconds | |",
+        "| --- | ---: | --- |",
+        f"| spot scale + detection (workers) | {result.timings['detect']:.1f} | "
+        f"{stack.n_frames / result.timings['detect']:.2f} frames/s |",
+        f"| linking (client, one process) | {result.timings['link']:.2f} | "
+        f"{n_points / max(result.timings['link'], 1e-9):.0f} detections/s, {n_points} detections, "
+        f"{result.n_tracks} tracks |",
+        f"| total | {seconds:.1f} | |",
+        "",
+    ]
+    finish(args, lines)
+
+
+def _warm_up(source: FrameSource, detection: DetectionParams) -> None:
+    """On each worker: detect frame 0 once (imports, first-call costs), as a long run pays them once."""
+    from tracker.distributed.detection import detect_task
+
+    detect_task(source, 0, detection.to_dict())
+
+
+def _first_frames(stack, n):
+    from tracker.stack import Stack
+
+    return Stack(stack.data[:n], stack.voxel_size)
+
+
+def _subset_store(path: Path, n_frames: int) -> Path:
+    """A Zarr store of the first ``n_frames`` frames of ``path`` (copied chunk files: no decoding)."""
+    import zarr
+
+    source = zarr.open_array(str(path), mode="r")
+    if source.shape[0] == n_frames:
+        return path
+    subset = path.with_name(path.stem + f"_{n_frames}.zarr")
+    if subset.exists():
+        shutil.rmtree(subset)
+    target = zarr.create_array(str(subset), shape=(n_frames, *source.shape[1:]), dtype=source.dtype,
+                               chunks=source.chunks)
+    for t in range(n_frames):
+        target[t] = source[t]
+    return subset
+
+
+def blocks(args) -> None:
+    from tracker.distributed import LINK_OVERLAP_FRAMES, link_in_time_blocks
+    from tracker.linking import link_detections
+    from tracker.params import LinkingParams
+    from tracker.simulate import simulate_tracks
+
+    truth = simulate_tracks(args.particles, args.frames, (10.0, 60.0, 60.0), 0.4, 0.6, blink_probability=0.03,
+                            seed=3)
+    visible = truth["visible"].astype(bool)
+    noise = np.random.default_rng(0).normal(0, 0.03, (int(visible.sum()), 3))
+    table = {"frame": truth["frame"][visible], **{a: truth[a][visible] + noise[:, k] for k, a in enumerate("zyx")}}
+    order = np.argsort(table["frame"], kind="stable")
+    table = {**{name: column[order] for name, column in table.items()}, "point": np.arange(len(order))}
+    n_points = len(order)
+    workers = int(args.workers)
+    lines = [
+        f"## Linking in time blocks: {args.frames} frames, {n_points} points (simulated, 3 % blinking), "
+        f"{workers} workers, overlap {LINK_OVERLAP_FRAMES} frames",
+        "",
+        f"Machine: {platform.node()}, {os.cpu_count()} cores.",
+        "",
+        "| motion | linking | seconds | points/s | link F1 vs one linking | links differing |",
+        "| --- | --- | ---: | ---: | ---: | ---: |",
+    ]
+    lengths = [int(b) for b in args.blocks.split(",")]
+    with dask_client(ClusterParams(workers=workers)) as client:
+        client.wait_for_workers(workers)
+        for options in ({"motion": "persistent"}, {"motion": "none", "adaptive_radius": False, "max_gap": 0}):
+            linking = LinkingParams(max_displacement_um=1.5, **options)
+            started = time.perf_counter()
+            whole = link_detections(table, **linking.to_dict())
+            seconds = time.perf_counter() - started
+            label = "persistent (defaults)" if len(options) == 1 else "none, fixed radius, no gaps"
+            lines.append(f"| {label} | one, on the client | {seconds:.1f} | {n_points / seconds:.0f} | 1 | 0 |")
+            print(lines[-1], flush=True)
+            expected = _links(whole)
+            for length in lengths:
+                started = time.perf_counter()
+                tracks, _ = link_in_time_blocks(client, table, linking, length)
+                seconds = time.perf_counter() - started
+                found = _links(tracks)
+                f1 = 2 * len(expected & found) / (len(expected) + len(found))
+                lines.append(f"| {label} | blocks of {length} frames | {seconds:.1f} | {n_points / seconds:.0f} | "
+                             f"{f1:.5f} | {len(expected ^ found)} |")
+                print(lines[-1], flush=True)
+    lines.append("")
+    finish(args, lines)
+
+
+def _links(tracks) -> set[tuple[int, int]]:
+    track, point = np.asarray(tracks["track_id"]), np.asarray(tracks["point"])
+    same = track[1:] == track[:-1]
+    return set(zip(point[:-1][same].tolist(), point[1:][same].tolist()))
+
+
+def gpu(args) -> None:
+    from tracker.io import read_stack
+    from tracker.pipeline import track_stack
+
+    shape = args.shape
+    path = Path(args.store)
+    with dask_client(ClusterParams(workers=4)) as client:
+        write_stack(path, args.frames, shape, client)
+    detection = DetectionParams(device="gpu")
+    print("stack written", flush=True)
+    track_stack(read_stack(path, voxel_size=VOXEL), detection=detection)  # (warm-up: kernels compiled, cached)
+    started = time.perf_counter()
+    plain = track_stack(read_stack(path, voxel_size=VOXEL), detection=detection)
+    plain_seconds = time.perf_counter() - started
+    print(f"plain GPU run: {plain_seconds:.2f} s", flush=True)
+    with dask_client(ClusterParams(workers=1)) as client:
+        client.wait_for_workers(1)
+        track_on_cluster(path, client=client, voxel_size_um=VOXEL, detection=detection)  # (the worker's warm-up)
+        started = time.perf_counter()
+        result = track_on_cluster(path, client=client, voxel_size_um=VOXEL, detection=detection)
+        seconds = time.perf_counter() - started
+    lines = [
+        f"## One GPU: {args.frames} frames of {'×'.join(map(str, shape))}, plain run against one Dask worker "
+        f"process on the GPU (warm)",
+        "",
+        "| run | total (s) | detect (s) | link (s) | tracks |",
+        "| --- | ---: | ---: | ---: | ---: |",
+        f"| `track_stack(device='gpu')` | {plain_seconds:.2f} | {plain.timings['detect']:.2f} "
+        f"| {plain.timings['link']:.2f} | {plain.n_tracks} |",
+        f"| 1 worker, `device='gpu'` | {seconds:.2f} | {result.timings['detect']:.2f} "
+        f"| {result.timings['link']:.2f} | {result.n_tracks} |",
+        "",
+        f"Identical tracks: **{same_tracks(result.tracks, plain.tracks)}**; time ratio "
+        f"{seconds / plain_seconds:.2f}.",
+        "",
+    ]
+    finish(args, lines)
+
+
+def finish(args, lines: list[str]) -> None:
+    text = "\n".join(lines)
+    print(text, flush=True)
+    if args.out:
+        with open(args.out, "a", encoding="utf-8") as handle:
+            handle.write(text + "\n")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("mode", choices=["memory", "scaling", "blocks", "gpu"])
+    parser.add_argument("--frames", type=int, default=32)
+    parser.add_argument("--frames-e2e", type=int, default=0, help="scaling: frames of the end-to-end run")
+    parser.add_argument("--shape", type=lambda s: tuple(int(v) for v in s.split(",")), default=(64, 512, 512))
+    parser.add_argument("--workers", default="2", help="memory: a number; scaling: a list, e.g. 1,2,4,8,16")
+    parser.add_argument("--worker-memory", type=float, default=0.75, help="GB per worker (memory)")
+    parser.add_argument("--particles", type=int, default=500, help="blocks: simulated particles")
+    parser.add_argument("--blocks", default="100,250", help="blocks: block lengths (frames)")
+    parser.add_argument("--store", default="/tmp/distributed_bench.zarr")
+    parser.add_argument("--out", help="append the Markdown table to this file")
+    args = parser.parse_args()
+    if args.mode == "memory":
+        args.workers = int(args.workers)
+    {"memory": memory, "scaling": scaling, "blocks": blocks, "gpu": gpu}[args.mode](args)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,254 @@
+"""Tracking on a Dask cluster (tracker.distributed): a 2-worker local cluster gives the single-process run's
+tracks, survives a worker that dies, and reports progress and errors as a local run does."""
+
+from __future__ import annotations
+
+import os
+import sys
+from dataclasses import dataclass
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+
+distributed = pytest.importorskip("distributed")
+zarr = pytest.importorskip("zarr", minversion="3")
+cloudpickle = pytest.importorskip("cloudpickle")
+
+from tracker.cli import main  # noqa: E402
+from tracker.distributed import FrameSource, dask_client, track_on_cluster  # noqa: E402
+from tracker.distributed.cluster import check_cluster, import_distributed  # noqa: E402
+from tracker.errors import InputError  # noqa: E402
+from tracker.io import read_stack  # noqa: E402
+from tracker.params import ClusterParams, DetectionParams, LinkingParams  # noqa: E402
+from tracker.pipeline import track_stack  # noqa: E402
+from tracker.simulate import render_stack, simulate_tracks  # noqa: E402
+from tracker.stack import FrameArray, Stack  # noqa: E402
+
+VOXEL = (0.5, 0.2, 0.2)
+SHAPE = (12, 16, 64, 64)  # (T, Z, Y, X)
+CLUSTER = ClusterParams(workers=2, worker_memory_gb=0.6)
+
+# The workers unpickle this module's source class by value (they need not import the test module).
+cloudpickle.register_pickle_by_value(sys.modules[__name__])
+
+
+@pytest.fixture(scope="module")
+def stack_path(tmp_path_factory):
+    """A Zarr stack of 12 frames, one chunk per frame, with moving spots (the voxel size given separately)."""
+    field = tuple(n * v for n, v in zip(SHAPE[1:], VOXEL))
+    frames = render_stack(simulate_tracks(25, SHAPE[0], field, 0.3, 0.5, seed=1), SHAPE, VOXEL, (0.5, 0.2, 0.2),
+                          snr=8, seed=2)
+    path = tmp_path_factory.mktemp("zarr") / "stack.zarr"
+    array = zarr.create_array(str(path), shape=frames.shape, dtype=frames.dtype, chunks=(1, *SHAPE[1:]))
+    array[:] = frames
+    return path
+
+
+@pytest.fixture(scope="module")
+def client():
+    with dask_client(CLUSTER) as started:
+        yield started
+
+
+@pytest.fixture(scope="module")
+def single(stack_path):
+    return track_stack(read_stack(stack_path, voxel_size=VOXEL), device="cpu")
+
+
+def assert_same_tables(result, expected):
+    assert list(result) == list(expected)
+    for name, column in expected.items():
+        np.testing.assert_array_equal(result[name], column, err_msg=name)
+
+
+@pytest.mark.parametrize("motion", ["persistent", "none"])
+def test_two_workers_give_the_single_process_tracks(stack_path, client, single, motion):
+    assert len(client.scheduler_info()["workers"]) == 2
+    expected = single if motion == "persistent" else track_stack(read_stack(stack_path, voxel_size=VOXEL),
+                                                                 device="cpu", motion=motion)
+    calls = []
+    result = track_on_cluster(stack_path, client=client, voxel_size_um=VOXEL, detection=DetectionParams(device="cpu"),
+                              linking=LinkingParams(motion=motion), progress=lambda *call: calls.append(call))
+    assert len(expected.tracks["frame"]) > 100 and expected.n_tracks > 10
+    assert_same_tables(result.detections, expected.detections)
+    assert_same_tables(result.tracks, expected.tracks)
+    assert result.spot_scale == expected.spot_scale  # estimated once, on a worker, from the same frames
+    detect = [call for call in calls if call[0] == "detect"]
+    assert detect == [("detect", done, SHAPE[0]) for done in range(1, SHAPE[0] + 1)]
+    assert calls[len(detect)][0] == "link"  # then the linker's stages, on the client
+
+
+def test_tiff_stacks_are_read_by_the_workers_too(stack_path, client, single, tmp_path):
+    from tracker.io import write_stack
+
+    write_stack(tmp_path / "stack.tif", zarr.open_array(str(stack_path), mode="r")[:], VOXEL)
+    result = track_on_cluster(tmp_path / "stack.tif", client=client, detection=DetectionParams(device="cpu"))
+    assert_same_tables(result.tracks, single.tracks)
+
+
+@dataclass(frozen=True)
+class DyingSource(FrameSource):
+    """A source whose worker dies (the whole process) the first time it reads frame ``fatal``."""
+
+    marker: str = ""
+    fatal: int = 5
+
+    def open(self) -> Stack:
+        stack = read_stack(self.path, voxel_size=self.voxel_size)
+
+        def read_frame(t: int) -> np.ndarray:
+            if t == self.fatal and not os.path.exists(self.marker):
+                open(self.marker, "w").close()
+                os._exit(1)
+            return stack.frame(t)
+
+        return Stack(FrameArray(stack.shape, stack.dtype, read_frame), stack.voxel_size)
+
+
+@dataclass(frozen=True)
+class BrokenSource(FrameSource):
+    """A source whose frame 3 cannot be read (as a missing chunk of a store)."""
+
+    def open(self) -> Stack:
+        stack = read_stack(self.path, voxel_size=self.voxel_size)
+
+        def read_frame(t: int) -> np.ndarray:
+            if t == 3:
+                raise KeyError("c/3/0/0/0")
+            return stack.frame(t)
+
+        return Stack(FrameArray(stack.shape, stack.dtype, read_frame), stack.voxel_size)
+
+
+def test_a_worker_error_is_one_line_naming_the_frame(stack_path, client):
+    from tracker.distributed import detect_on_cluster
+
+    with pytest.raises(RuntimeError, match=r"^frame 3 failed on a worker: KeyError: 'c/3/0/0/0'$"):
+        detect_on_cluster(client, BrokenSource(str(stack_path), VOXEL), DetectionParams(device="cpu",
+                                                                                       spot_radius_um=0.5))
+
+
+def test_a_worker_that_dies_is_replaced_and_no_frame_is_lost_or_doubled(stack_path, client, single, tmp_path):
+    from tracker.distributed import detect_on_cluster
+
+    marker = tmp_path / "died"
+    source = DyingSource(str(stack_path), VOXEL, marker=str(marker))
+    detections, _ = detect_on_cluster(client, source, DetectionParams(device="cpu",
+                                                                      spot_radius_um=single.spot_scale.radius_um))
+    assert marker.exists()  # (a worker did die on frame 5)
+    assert_same_tables(detections, single.detections)
+    client.wait_for_workers(2, timeout=30)  # (the nanny restarts it for the next tests)
+
+
+def test_command_line_workers_write_the_single_process_files(stack_path, tmp_path):
+    runner = CliRunner()
+    options = ["--voxel-size", "0.5,0.2,0.2", "--device", "cpu", "-q"]
+    one, two = tmp_path / "one.csv", tmp_path / "two.csv"
+    assert runner.invoke(main, ["run", str(stack_path), "-o", str(one), *options]).exit_code == 0
+    result = runner.invoke(main, ["run", str(stack_path), "-o", str(two), *options, "--workers", "2",
+                                  "--worker-memory", "0.6"])
+    assert result.exit_code == 0, result.output
+    assert two.read_text() == one.read_text()
+    assert (tmp_path / "two.params.toml").read_text() == (tmp_path / "one.params.toml").read_text()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["one.csv", "one.params.toml", "two.csv", "two.params.toml"]
+
+
+def test_command_line_scheduler_uses_an_existing_cluster(stack_path, client, tmp_path):
+    options = ["--voxel-size", "0.5,0.2,0.2", "--device", "cpu", "-q", "--motion", "none"]
+    one, two = tmp_path / "one.csv", tmp_path / "two.csv"
+    assert CliRunner().invoke(main, ["run", str(stack_path), "-o", str(one), *options]).exit_code == 0
+    result = CliRunner().invoke(main, ["run", str(stack_path), "-o", str(two), *options,
+                                       "--scheduler", client.scheduler.address, "--link-blocks", "4"])
+    assert result.exit_code == 0, result.output
+    assert len(client.scheduler_info()["workers"]) == 2  # (the cluster outlives the command)
+    first, second = (np.loadtxt(path, delimiter=",", skiprows=1) for path in (one, two))
+    assert first.shape == second.shape and first.shape[0] > 100
+    columns = one.read_text().splitlines()[0].split(",")
+    same = [k for k, name in enumerate(columns) if name not in ("track_id", "link_cost", "link_confidence")]
+    points = [table[:, same][np.lexsort(table[:, same].T[::-1])] for table in (first, second)]
+    np.testing.assert_array_equal(points[1], points[0])  # (every point once; the links: see the blocks' test)
+
+
+def test_errors_are_one_line(stack_path, client, tmp_path, monkeypatch):
+    blank = tmp_path / "blank.zarr"
+    zarr.create_array(str(blank), shape=(3, 4, 16, 16), dtype="u2", chunks=(1, 4, 16, 16), fill_value=7)
+    with pytest.raises(InputError, match="every frame of the stack is constant"):  # (raised by the workers' results)
+        track_on_cluster(blank, client=client, voxel_size_um=VOXEL,
+                         detection=DetectionParams(device="cpu", spot_radius_um=0.5))
+    with pytest.raises(ValueError, match="give one of --workers, --scheduler and --gpus"):
+        check_cluster(ClusterParams(workers=2, scheduler="tcp://127.0.0.1:1"))
+    with pytest.raises(ValueError, match="--worker-memory needs --workers or --gpus"):
+        check_cluster(ClusterParams(worker_memory_gb=1.0))
+    result = CliRunner().invoke(main, ["run", str(stack_path), "-o", str(tmp_path / "t.csv"), "--workers", "2",
+                                       "--scheduler", "tcp://127.0.0.1:1"])
+    assert result.exit_code == 1 and result.output.strip().count("\n") == 0 and "give one of" in result.output
+    assert not (tmp_path / "t.csv").exists()
+    monkeypatch.setitem(sys.modules, "distributed", None)  # (as where the extra is not installed)
+    with pytest.raises(InputError, match=r"pip install 'tracker3d\[distributed\]'"):
+        import_distributed()
+
+
+@pytest.fixture(scope="module")
+def simulated_detections():
+    """Points of 60 particles over 90 frames (3 % blinking), with localisation noise, in frame order."""
+    truth = simulate_tracks(60, 90, (6.0, 25.0, 25.0), 0.4, 0.6, blink_probability=0.03, seed=5)
+    visible = truth["visible"].astype(bool)
+    noise = np.random.default_rng(0).normal(0, 0.03, (int(visible.sum()), 3))
+    table = {"frame": truth["frame"][visible], **{a: truth[a][visible] + noise[:, k] for k, a in enumerate("zyx")}}
+    order = np.argsort(table["frame"], kind="stable")
+    return {**{name: column[order] for name, column in table.items()}, "point": np.arange(len(order))}
+
+
+def links(tracks) -> set[tuple[int, int]]:
+    track, point = np.asarray(tracks["track_id"]), np.asarray(tracks["point"])
+    same = track[1:] == track[:-1]
+    return set(zip(point[:-1][same].tolist(), point[1:][same].tolist()))
+
+
+@pytest.mark.parametrize("options, identical", [
+    ({"motion": "none", "adaptive_radius": False, "max_gap": 0}, True),  # frame-to-frame assignments alone
+    ({}, False),  # the defaults: motion, scatter, missed detections and gap evidence estimated per block
+])
+def test_time_blocks_stitched_at_their_boundaries(client, simulated_detections, options, identical):
+    from tracker.distributed import link_in_time_blocks
+    from tracker.linking import link_detections
+
+    linking = LinkingParams(max_displacement_um=1.5, **options)
+    whole = link_detections(simulated_detections, **linking.to_dict())
+    calls = []
+    blocks, summary = link_in_time_blocks(client, simulated_detections, linking, 20,
+                                          progress=lambda *call: calls.append(call))
+    assert calls == [("link", done, 5) for done in range(1, 6)]  # (90 frames: 5 blocks)
+    assert sorted(blocks["point"]) == list(range(len(simulated_detections["frame"])))  # every point once
+    assert list(blocks) == list(whole)
+    track, frame = np.asarray(blocks["track_id"]), np.asarray(blocks["frame"])
+    assert np.all((np.diff(track) > 0) | ((np.diff(track) == 0) & (np.diff(frame) > 0)))  # sorted, forward in time
+    a, b = links(whole), links(blocks)
+    assert len(a) > 3000
+    if identical:  # the same tracks and link costs; confidences are scaled by each block's own statistics
+        assert_same_tables({k: v for k, v in blocks.items() if k != "link_confidence"},
+                           {k: v for k, v in whole.items() if k != "link_confidence"})
+        np.testing.assert_allclose(blocks["link_confidence"], whole["link_confidence"], atol=0.05)
+    else:
+        assert 2 * len(a & b) / (len(a) + len(b)) >= 0.999
+
+
+def test_gpus_start_one_dask_cuda_worker_per_gpu(monkeypatch):
+    import types
+
+    class Started(Exception):
+        pass
+
+    def local_cuda_cluster(**options):
+        raise Started(options)
+
+    monkeypatch.setitem(sys.modules, "dask_cuda", types.SimpleNamespace(LocalCUDACluster=local_cuda_cluster))
+    with pytest.raises(Started) as started, dask_client(ClusterParams(gpus=True, worker_memory_gb=2.5)):
+        pass
+    options = started.value.args[0]
+    assert options["threads_per_worker"] == 1 and options["memory_limit"] == 2_500_000_000
+    monkeypatch.setitem(sys.modules, "dask_cuda", None)  # (not installed)
+    with pytest.raises(InputError, match="--gpus needs dask-cuda"):
+        with dask_client(ClusterParams(gpus=True)):
+            pass

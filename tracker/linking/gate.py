@@ -111,13 +111,17 @@ class GateEstimate:
     note: str = ""
 
     def __str__(self) -> str:
-        text = f"gate {self.value_um:.3g} µm ({self.source}"
-        if self.source == "estimated":
-            text += f": 99 % of {self.n_links} steps within {self.step_um:.3g} µm"
-            text += f", {self.bound} bound" if self.bound else ""
-        elif self.source == "fallback":
-            text += f": {self.note}" if self.note else ""
-        return text + ")"
+        detail = {"estimated": f", {self.bound} bound" if self.bound else "",
+                  "fallback": f": {self.note}" if self.note else ""}.get(self.source, "")
+        return f"gate {self.value_um:.3g} µm ({self.source}{detail})"
+
+    def evidence(self) -> str:
+        """What the estimate rests on, in one line (empty for a given gate)."""
+        if self.source != "estimated":
+            return self.note
+        return (f"{100 * GATE_QUANTILE:.0f} % of {self.n_links} steps within {self.step_um:.3g} µm, "
+                f"{100 * self.partnered:.0f} % of points with a partner in the next frame, same-frame spacing "
+                f"{self.spacing_um:.3g} µm")
 
     @classmethod
     def given(cls, value_um: float) -> GateEstimate:

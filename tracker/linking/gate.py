@@ -71,6 +71,9 @@ MAX_POINTS = 200_000
 _NULL_SHIFTS = (1 / 3, 2 / 3)
 """Toroidal shifts of the next frame along its longest axis, as fractions of the field (the null)."""
 
+_OUTER = 0.75
+"""The outer part of the first pass's gate, ``[_OUTER × gate, gate]``, where links are counted as false."""
+
 _BINS = 40
 """Bins of the first pass's gate in which true steps and false links are counted (:func:`_true_steps`)."""
 
@@ -273,17 +276,22 @@ def _true_steps(lengths: np.ndarray, null: np.ndarray, partnered: float, n_point
     """The :data:`GATE_QUANTILE` of the true steps' lengths (µm), and where true steps become rarer than false
     links (µm; ``inf`` where they never do).
 
-    The link lengths' distribution less the false links' (``len(lengths) - π n`` of them, distributed as the null
-    thinned to the unpartnered points). The crossing is the first of :data:`_BINS` bins of ``[0, gate]``, past the
+    The link lengths' distribution less the false links', distributed as the null thinned to the unpartnered
+    points, as many as the fewer of two counts: the links beyond the ``π n`` partnered ones, and the links in the
+    outer quarter of the gate (:data:`_OUTER`; past the true steps, as the gate is twice their 99th percentile)
+    scaled to the whole gate. The first overcounts where ``π`` is low (particles leaving the field), the second
+    where true steps reach the outer quarter. The crossing is the first of :data:`_BINS` bins of ``[0, gate]``, past the
     true steps' median, holding fewer true steps than false links: beyond it a candidate is more likely false
     than true (the Bayes decision boundary between the two).
     """
     lengths, null = np.sort(lengths), np.sort(null)
     r = np.unique(np.concatenate([lengths, [gate]]))
-    n_false = max(len(lengths) - partnered * n_points, 0.0)
     exponent = max(1.0 - partnered, 1e-3)
     thinned = 1.0 - _survival(null, r) ** exponent
-    scale = n_false / max(float(thinned[-1]), 1e-12)
+    outer = 1.0 - _survival(null, np.array([_OUTER * gate])) ** exponent
+    in_outer = len(lengths) - np.searchsorted(lengths, _OUTER * gate, side="left")
+    scale = min(max(len(lengths) - partnered * n_points, 0.0) / max(float(thinned[-1]), 1e-12),
+                in_outer / max(float(thinned[-1] - outer[0]), 1e-12))
     true_within = np.maximum.accumulate(np.searchsorted(lengths, r, side="right") - scale * thinned)
     total = true_within[-1]
     if total <= 0:

@@ -13,16 +13,18 @@ frame's":
    where 99 % of it is reached, a generous provisional gate.
 2. **A first linking pass** within the provisional gate: plain frame-to-frame assignment on squared
    displacements (:func:`tracker.linking.frame_pair.link_frame_pair`), one-to-one, so that a step longer than a
-   neighbour's distance is still seen. Its links beyond the ``π n`` partnered ones are false (points without a
-   partner linked to a stray point); their lengths follow the null thinned to the points without a partner,
+   neighbour's distance is still seen. Its false links (a point without a partner linked to a stray point;
+   counted as the links beyond the ``π n`` partnered ones, or as those in the gate's outer quarter scaled up,
+   whichever is fewer) have lengths that follow the null thinned to the points without a partner,
    ``1 - S₀(r)^(1-π)`` (a Poisson field thinned by ``1 - π``), and are subtracted from the link lengths'
-   distribution. The 99th percentile of what remains (true steps, localisation noise included) times
-   :data:`GATE_MARGIN` is the gate.
+   distribution. What remains are the true steps (localisation noise included). The gate is where they become
+   rarer than false links (the Bayes boundary between the two), but at least their 99th percentile and at most
+   :data:`GATE_MARGIN` times it.
 
-The gate is bounded below by :data:`MIN_GATE_NN` same-frame nearest-neighbour distances (and one voxel where the
-table has voxel columns), above by :data:`MAX_GATE_NN` of them (beyond that linking is ambiguous whatever the
-gate) and by the memory its candidate links need (:func:`tracker.validation.gate_candidates`). With too few
-points (fewer than :data:`MIN_LINKS` links) it falls back to :data:`FALLBACK_GATE_UM`. Everything is
+The gate is bounded below by :data:`MIN_GATE_NN` same-frame nearest-neighbour distances (and by one voxel, up to
+half the spacing, where the table has voxel columns), above by :data:`MAX_GATE_NN` of them (beyond that linking is
+ambiguous whatever the gate) and by the memory its candidate links need (:func:`tracker.validation.gate_candidates`).
+With too few points (fewer than :data:`MIN_LINKS` links) it falls back to :data:`FALLBACK_GATE_UM`. Everything is
 deterministic: no random numbers, a fixed choice of frame pairs.
 """
 
@@ -171,13 +173,14 @@ def estimate_gate(detections: Mapping[str, np.ndarray], *, solver: str = "scipy"
                             note=f"{source_points} points in {len(pairs)} frame pair(s), too few to estimate")
     partnered, provisional = _nearest_neighbour_excess(near, null)
     provisional = min(max(provisional, MIN_GATE_NN * spacing), MAX_GATE_NN * spacing)
+    provisional = _largest_fitting_gate(detections, provisional, memory_budget)
     lengths = _first_pass_lengths(frame, pairs, provisional, solver)
     if len(lengths) < MIN_LINKS:
         return GateEstimate(FALLBACK_GATE_UM, "fallback", spacing_um=spacing, n_links=len(lengths),
                             note=f"{len(lengths)} links between {source_points} points, too few to estimate")
     step, crossing = _true_steps(lengths, null, partnered, source_points, provisional)
     value, bound = min(max(crossing, step), GATE_MARGIN * step), None
-    lower = max(MIN_GATE_NN * spacing, _voxel_scale(detections))
+    lower = max(MIN_GATE_NN * spacing, min(_voxel_scale(detections), 0.5 * spacing))
     if value < lower:
         value, bound = lower, "lower"
     if value > MAX_GATE_NN * spacing:
@@ -308,8 +311,9 @@ def _true_steps(lengths: np.ndarray, null: np.ndarray, partnered: float, n_point
 
 
 def _voxel_scale(detections: Mapping[str, np.ndarray]) -> float:
-    """The largest voxel side (µm) of the axes along which points move, where the table has voxel columns
-    (``x`` and ``x_vox``: a detector's output); 0 otherwise. No gate below it: a step under a voxel is noise."""
+    """The smallest voxel side (µm) of the axes along which points move, where the table has voxel columns
+    (``x`` and ``x_vox``: a detector's output); 0 otherwise. No gate below it (nor below half the spacing): a
+    detector localises to a fraction of a voxel, so shorter steps cannot be told from its noise."""
     sides = []
     for axis in ("z", "y", "x"):
         if axis in detections and f"{axis}_vox" in detections:
@@ -318,7 +322,7 @@ def _voxel_scale(detections: Mapping[str, np.ndarray]) -> float:
             moving = len(um) > 1 and um.max() != um.min()
             if moving and vox.max() != vox.min():
                 sides.append(abs((um.max() - um.min()) / (vox.max() - vox.min())))
-    return float(max(sides)) if sides else 0.0
+    return float(min(sides)) if sides else 0.0
 
 
 def _largest_fitting_gate(detections: Mapping[str, np.ndarray], gate: float, budget: int | None) -> float:

@@ -21,7 +21,7 @@ Cells, none made for the estimator:
   two densities.
 
 Score: link F1 given the detections (:func:`tracker.metrics.evaluate`). Sizes reduced for a shared 2-core
-machine: 300 particles × 30 frames per scenario cell (generalization_bench.py: 500 × 40), one seed.
+machine: 300 particles × 30 frames per scenario cell (generalization_bench.py: 500 × 40), two seeds.
 
 Usage::
 
@@ -56,15 +56,16 @@ def true_steps(truth: dict) -> np.ndarray:
     return np.linalg.norm(np.diff(positions, axis=0)[same], axis=1)
 
 
-def scenario_cells(particles: int, frames: int):
+def scenario_cells(particles: int, frames: int, seeds):
     from tracker.scenarios import DETECTION_LEVELS, degrade, simulate_scenario
 
     for family, (scenario, ndim) in SCENARIO_FAMILIES.items():
         for level in ("exact", "noisy", "hard"):
-            truth = simulate_scenario(scenario, particles, frames, ndim=ndim, seed=0)
-            detections = degrade(truth, level, seed=1000)
-            match = max(0.3, 3.0 * DETECTION_LEVELS[level].sigma_px * (0.3 if ndim == 3 else 0.1))
-            yield f"scenario {family}", level, truth, detections, match
+            for seed in seeds:
+                truth = simulate_scenario(scenario, particles, frames, ndim=ndim, seed=seed)
+                detections = degrade(truth, level, seed=seed + 1000)
+                match = max(0.3, 3.0 * DETECTION_LEVELS[level].sigma_px * (0.3 if ndim == 3 else 0.1))
+                yield f"scenario {family}", f"{level}, seed {seed}", truth, detections, match
 
 
 def simulator_cells():
@@ -161,9 +162,10 @@ def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--particles", type=int, default=300)
     parser.add_argument("--frames", type=int, default=30)
+    parser.add_argument("--seeds", nargs="+", type=int, default=[0, 1], help="seeds of the scenario cells")
     parser.add_argument("--quick", action="store_true", help="scenario cells only, not saved")
     args = parser.parse_args(argv)
-    cells = list(scenario_cells(args.particles, args.frames))
+    cells = list(scenario_cells(args.particles, args.frames, args.seeds))
     if not args.quick:
         cells += list(simulator_cells()) + list(trackpy_cells())
     records = []
@@ -179,7 +181,8 @@ def main(argv=None) -> None:
         RESULTS.mkdir(exist_ok=True)
         REPORT.write_text(
             "# The gate estimated from the detections (`benchmarks/gate_bench.py`)\n\n"
-            f"{args.particles} particles × {args.frames} frames per scenario cell, one seed; link F1 given the "
+            f"{args.particles} particles × {args.frames} frames per scenario cell, seeds "
+            f"{', '.join(map(str, args.seeds))}; link F1 given the "
             f"detections with our defaults (`solver=\"scipy\"`); oracle: the best of {len(GRID)} gates "
             f"{GRID[0]}-{GRID[-1]} × the true steps' 99th percentile (q99). CPU of this machine.\n\n" + text + "\n")
 

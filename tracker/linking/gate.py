@@ -93,7 +93,9 @@ class GateEstimate:
     source : {"given", "estimated", "fallback"}
         Given by the user, estimated from the detections, or :data:`FALLBACK_GATE_UM` (too few points).
     step_um : float or None
-        The :data:`GATE_QUANTILE` of the true steps between frames (µm), net of false links.
+        The :data:`GATE_QUANTILE` of the true steps between frames (µm), net of false links, or where true steps
+        become rarer than false links if that comes first (with many false detections the tail's estimate is
+        uncertain, the crossing is not).
     partnered : float or None
         Fraction of the points with a partner in the next frame (the nearest-neighbour excess's plateau).
     spacing_um : float or None
@@ -101,7 +103,8 @@ class GateEstimate:
     n_links : int
         Links of the first pass the estimate rests on.
     bound : str or None
-        ``"lower"``, ``"upper"`` or ``"memory"`` where a bound set the value, else None.
+        ``"lower"``, ``"upper"`` or ``"memory"`` where a bound set the value or cut the first linking pass short,
+        else None.
     note : str
         Why the fallback was taken (empty otherwise).
     """
@@ -172,22 +175,28 @@ def estimate_gate(detections: Mapping[str, np.ndarray], *, solver: str = "scipy"
         return GateEstimate(FALLBACK_GATE_UM, "fallback", spacing_um=spacing,
                             note=f"{source_points} points in {len(pairs)} frame pair(s), too few to estimate")
     partnered, provisional = _nearest_neighbour_excess(near, null)
-    provisional = min(max(provisional, MIN_GATE_NN * spacing), MAX_GATE_NN * spacing)
-    provisional = _largest_fitting_gate(detections, provisional, memory_budget)
+    upper = MAX_GATE_NN * spacing
+    memory = _largest_fitting_gate(detections, upper, memory_budget)
+    ceiling, ceiling_name = (memory, "memory") if memory < upper else (upper, "upper")
+    provisional = max(provisional, MIN_GATE_NN * spacing)
+    truncated = provisional > ceiling  # (the first pass cannot look as far as the steps may reach)
+    provisional = min(provisional, ceiling)
     lengths = _first_pass_lengths(frame, pairs, provisional, solver)
     if len(lengths) < MIN_LINKS:
         return GateEstimate(FALLBACK_GATE_UM, "fallback", spacing_um=spacing, n_links=len(lengths),
                             note=f"{len(lengths)} links between {source_points} points, too few to estimate")
-    step, crossing = _true_steps(lengths, null, partnered, source_points, provisional)
-    value, bound = min(max(crossing, step), GATE_MARGIN * step), None
+    step, crossing = _true_steps(lengths, null, partnered, provisional)
+    if PROVISIONAL_FACTOR * min(crossing, GATE_MARGIN * step) < provisional:  # (tighter: fewer false links)
+        provisional = PROVISIONAL_FACTOR * min(crossing, GATE_MARGIN * step)
+        lengths = _first_pass_lengths(frame, pairs, provisional, solver)
+        step, crossing = _true_steps(lengths, null, partnered, provisional)
+    step = min(step, crossing)  # (past the crossing, true steps cannot be told from false links)
+    value, bound = min(crossing, GATE_MARGIN * step), None
     lower = max(MIN_GATE_NN * spacing, min(_voxel_scale(detections), 0.5 * spacing))
     if value < lower:
         value, bound = lower, "lower"
-    if value > MAX_GATE_NN * spacing:
-        value, bound = MAX_GATE_NN * spacing, "upper"
-    fitting = _largest_fitting_gate(detections, value, memory_budget)
-    if fitting < value:
-        value, bound = fitting, "memory"
+    if value > ceiling or truncated:
+        value, bound = min(value, ceiling), ceiling_name
     return GateEstimate(float(value), "estimated", step_um=float(step), partnered=float(partnered),
                         spacing_um=float(spacing), n_links=len(lengths), bound=bound)
 
@@ -274,18 +283,15 @@ def _first_pass_lengths(frame: dict[int, np.ndarray], pairs: list[int], gate: fl
     return np.concatenate(lengths) if lengths else np.empty(0)
 
 
-def _true_steps(lengths: np.ndarray, null: np.ndarray, partnered: float, n_points: int,
-                gate: float) -> tuple[float, float]:
+def _true_steps(lengths: np.ndarray, null: np.ndarray, partnered: float, gate: float) -> tuple[float, float]:
     """The :data:`GATE_QUANTILE` of the true steps' lengths (µm), and where true steps become rarer than false
     links (µm; ``inf`` where they never do).
 
-    The link lengths' distribution less the false links', distributed as the null thinned to the unpartnered
-    points, as many as the fewer of two counts: the links beyond the ``π n`` partnered ones, and the links in the
-    outer quarter of the gate (:data:`_OUTER`; past the true steps, as the gate is twice their 99th percentile)
-    scaled to the whole gate. The first overcounts where ``π`` is low (particles leaving the field), the second
-    where true steps reach the outer quarter. The crossing is the first of :data:`_BINS` bins of ``[0, gate]``, past the
-    true steps' median, holding fewer true steps than false links: beyond it a candidate is more likely false
-    than true (the Bayes decision boundary between the two).
+    The link lengths' distribution less the false links'. False links follow the null thinned to the
+    unpartnered points (exponent ``1 - π``), scaled to the links in the outer quarter of the gate (:data:`_OUTER`;
+    past the true steps, as the gate is twice their 99th percentile). The crossing is the first of :data:`_BINS`
+    bins of ``[0, gate]``, past the true steps' median, holding fewer true steps than false links: beyond it a
+    candidate is more likely false than true (the Bayes decision boundary between the two).
     """
     lengths, null = np.sort(lengths), np.sort(null)
     r = np.unique(np.concatenate([lengths, [gate]]))
@@ -293,8 +299,7 @@ def _true_steps(lengths: np.ndarray, null: np.ndarray, partnered: float, n_point
     thinned = 1.0 - _survival(null, r) ** exponent
     outer = 1.0 - _survival(null, np.array([_OUTER * gate])) ** exponent
     in_outer = len(lengths) - np.searchsorted(lengths, _OUTER * gate, side="left")
-    scale = min(max(len(lengths) - partnered * n_points, 0.0) / max(float(thinned[-1]), 1e-12),
-                in_outer / max(float(thinned[-1] - outer[0]), 1e-12))
+    scale = in_outer / max(float(thinned[-1] - outer[0]), 1e-12)
     true_within = np.maximum.accumulate(np.searchsorted(lengths, r, side="right") - scale * thinned)
     total = true_within[-1]
     if total <= 0:

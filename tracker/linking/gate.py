@@ -167,7 +167,11 @@ def estimate_gate(detections: Mapping[str, np.ndarray], *, solver: str = "scipy"
     present, counts = np.unique(steps, return_counts=True)
     count = dict(zip(present.tolist(), counts.tolist()))
     pairs = _spread(pairs, [count[t] + count[t + 1] for t in pairs])
-    frame = {t: positions[steps == t] for t in sorted({*pairs, *(t + 1 for t in pairs)})}
+    order = np.argsort(steps, kind="stable")
+    starts = np.searchsorted(steps[order], present)
+    ends = starts + counts
+    where = dict(zip(present.tolist(), zip(starts.tolist(), ends.tolist())))
+    frame = {t: positions[order[slice(*where[t])]] for t in sorted({*pairs, *(t + 1 for t in pairs)})}
     spacing = _median_spacing([frame[t + 1] for t in pairs])
     source_points = sum(len(frame[t]) for t in pairs)
     near, null = _cross_frame_distances(frame, pairs)

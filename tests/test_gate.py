@@ -157,3 +157,14 @@ def test_run_command_round_trip(tmp_path):
     assert result.exit_code == 0, result.output
     assert (tmp_path / "a.csv").read_bytes() == (tmp_path / "b.csv").read_bytes()
     assert (tmp_path / "a.params.toml").read_bytes() == (tmp_path / "b.params.toml").read_bytes()
+
+
+def test_still_points_get_the_lower_bound():
+    """Particles that do not move, localised exactly: no step to measure; the gate is the lower bound (a tenth of
+    the spacing) and every particle is one track."""
+    rng = np.random.default_rng(0)
+    points = rng.random((100, 3)) * 20
+    detections = {"frame": np.repeat(np.arange(5), 100), **{a: np.tile(points[:, k], 5) for k, a in enumerate("zyx")}}
+    estimate = estimate_gate(detections)
+    assert estimate.bound == "lower" and estimate.value_um == pytest.approx(0.1 * estimate.spacing_um)
+    assert len(np.unique(link_detections(detections)["track_id"])) == 100

@@ -179,6 +179,10 @@ def estimate_gate(detections: Mapping[str, np.ndarray], *, solver: str = "scipy"
         return GateEstimate(FALLBACK_GATE_UM, "fallback", spacing_um=spacing,
                             note=f"{source_points} points in {len(pairs)} frame pair(s), too few to estimate")
     partnered, provisional = _nearest_neighbour_excess(near, null)
+    lower = max(MIN_GATE_NN * spacing, min(_voxel_scale(detections), 0.5 * spacing))
+    if np.quantile(near, GATE_QUANTILE) == 0.0:  # (still, exactly localised points: no step to measure)
+        return GateEstimate(float(lower), "estimated", step_um=0.0, partnered=float(partnered),
+                            spacing_um=float(spacing), n_links=len(near), bound="lower")
     upper = MAX_GATE_NN * spacing
     memory = _largest_fitting_gate(detections, upper, memory_budget)
     ceiling, ceiling_name = (memory, "memory") if memory < upper else (upper, "upper")
@@ -196,7 +200,6 @@ def estimate_gate(detections: Mapping[str, np.ndarray], *, solver: str = "scipy"
         step, crossing = _true_steps(lengths, null, partnered, provisional)
     step = min(step, crossing)  # (past the crossing, true steps cannot be told from false links)
     value, bound = min(crossing, GATE_MARGIN * step), None
-    lower = max(MIN_GATE_NN * spacing, min(_voxel_scale(detections), 0.5 * spacing))
     if value < lower:
         value, bound = lower, "lower"
     if value > ceiling or truncated:

@@ -27,6 +27,7 @@ Usage::
 
     python benchmarks/gate_bench.py            # the table, written to results/gate_bench.md
     python benchmarks/gate_bench.py --quick    # scenario cells only, not saved
+    python benchmarks/gate_bench.py --quick --particles 500 --frames 40 --seeds 3 --append   # a section more
 """
 
 from __future__ import annotations
@@ -164,6 +165,8 @@ def main(argv=None) -> None:
     parser.add_argument("--frames", type=int, default=30)
     parser.add_argument("--seeds", nargs="+", type=int, default=[0, 1], help="seeds of the scenario cells")
     parser.add_argument("--quick", action="store_true", help="scenario cells only, not saved")
+    parser.add_argument("--append", action="store_true",
+                        help="with --quick: append the table to results/gate_bench.md as a section")
     args = parser.parse_args(argv)
     cells = list(scenario_cells(args.particles, args.frames, args.seeds))
     if not args.quick:
@@ -177,6 +180,10 @@ def main(argv=None) -> None:
               flush=True)
     text = table(records)
     print(text)
+    if args.quick and args.append:
+        with REPORT.open("a") as handle:
+            handle.write(f"\n## Scenario cells at {args.particles} particles × {args.frames} frames, seeds "
+                         f"{', '.join(map(str, args.seeds))}\n\n{text}\n")
     if not args.quick:
         RESULTS.mkdir(exist_ok=True)
         REPORT.write_text(

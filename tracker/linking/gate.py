@@ -73,6 +73,11 @@ MAX_POINTS = 200_000
 _NULL_SHIFTS = (1 / 3, 2 / 3)
 """Toroidal shifts of the next frame along its longest axis, as fractions of the field (the null)."""
 
+MISSED_STEP_COST = 1.0
+"""What a true step left outside the gate costs over what a false candidate inside it costs: the gate ends where
+true steps are this many times rarer than false links. 1 (the Bayes boundary): 2 put the gates of the hard cells of
+``benchmarks/gate_bench.py`` (seed 1: 10 false detections per frame) 25-50 % past the best gate."""
+
 _OUTER = 0.75
 """The outer part of the first pass's gate, ``[_OUTER × gate, gate]``, where links are counted as false."""
 
@@ -317,7 +322,7 @@ def _true_steps(lengths: np.ndarray, null: np.ndarray, partnered: float, gate: f
     true_bins = np.diff(np.searchsorted(lengths, edges, side="right")
                         - scale * (1.0 - _survival(null, edges) ** exponent))
     false_bins = scale * np.diff(1.0 - _survival(null, edges) ** exponent)
-    rarer = (true_bins < false_bins) & (edges[:-1] >= median)
+    rarer = (MISSED_STEP_COST * true_bins < false_bins) & (edges[:-1] >= median)
     crossing = float(edges[int(np.argmax(rarer))]) if rarer.any() else np.inf
     return quantile, crossing
 

@@ -119,7 +119,7 @@ def detect_stack(stack: Any, *, voxel_size_um: Sequence[float] | None = None, **
     return as_dataframe(detect(_stack(stack, voxel_size_um), **options))
 
 
-def link_detections(detections: Any, max_displacement_um: float = LINKING_DEFAULTS.max_displacement_um, *,
+def link_detections(detections: Any, max_displacement_um: float | None = LINKING_DEFAULTS.max_displacement_um, *,
                     return_summary: bool = False, **options: Any):
     """Link detections into tracks.
 
@@ -127,10 +127,11 @@ def link_detections(detections: Any, max_displacement_um: float = LINKING_DEFAUL
     ----------
     detections : pandas.DataFrame or dict of arrays
         ``frame`` and ``z, y, x`` (µm; ``y, x`` for 2D data); other columns are carried over.
-    max_displacement_um : float
-        The gate: the largest displacement between consecutive frames (µm).
+    max_displacement_um : float, optional
+        The gate: the largest displacement between consecutive frames (µm); None (the default): estimated
+        from the detections, reported in the summary (``summary.gate``).
     return_summary : bool
-        Also return what the linker measured and decided (persistence, smoothing, gap closing).
+        Also return what the linker measured and decided (gate, persistence, smoothing, gap closing).
     **options
         The other fields of :class:`tracker.params.LinkingParams` (``motion``, ``persistence``,
         ``max_gap``, ``solver``, ...) and ``progress``.

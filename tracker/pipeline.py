@@ -208,7 +208,7 @@ def track_stack(
     spot_radius_um: float | Sequence[float] = _D.spot_radius_um,
     threshold: float | None = _D.threshold,
     device: str = _D.device,
-    max_displacement_um: float = _L.max_displacement_um,
+    max_displacement_um: float | None = _L.max_displacement_um,
     no_link_factor: float = _L.no_link_factor,
     motion: str = _L.motion,
     persistence: float | None = _L.persistence,
@@ -243,8 +243,10 @@ def track_stack(
         (:func:`tracker.detect.automatic_threshold`).
     device : {"auto", "cpu", "gpu"}
         Where detection runs.
-    max_displacement_um : float
-        Largest displacement of a particle between frames (µm).
+    max_displacement_um : float or None
+        Largest displacement of a particle between frames (µm); None (the default): estimated from the
+        detections (:func:`tracker.linking.gate.estimate_gate`, reported in :attr:`TrackingResult.linking`'s
+        ``gate``).
     no_link_factor, motion, persistence, adaptive_radius, smoothing, max_gap, gap_penalty, solver
         "No link" cost, motion prediction, per-particle search radius,
         forward-backward smoothing, gap closing and the assignment solver; see

@@ -92,9 +92,10 @@ class ParameterForm(QWidget):
         high = UNBOUNDED if meta.maximum is None else meta.maximum - (tick if meta.maximum_open else 0)
         if meta.per_axis:
             return AxisBoxes(low, high, step, DECIMALS, meta.unit, auto_text=AUTO if meta.optional else None)
-        if meta.optional:
-            low -= step  # the "auto" entry, one step below the range
         box = QSpinBox() if kind == "int" else QDoubleSpinBox()
+        if meta.optional:
+            box.setProperty("lowest", low)  # (the range's own minimum: set_values clamps to it, not to "auto")
+            low -= step  # the "auto" entry, one step below the range
         if kind != "int":
             box.setDecimals(DECIMALS)
         box.setRange(int(low) if kind == "int" else low, int(high) if kind == "int" else high)
@@ -152,4 +153,6 @@ class ParameterForm(QWidget):
             elif isinstance(widget, QLineEdit):
                 widget.setText(str(value))
             else:
-                widget.setValue(widget.minimum() if value is None else value)
+                lowest = widget.property("lowest")
+                widget.setValue(widget.minimum() if value is None else
+                                value if lowest is None else max(value, lowest))

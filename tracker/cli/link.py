@@ -33,9 +33,12 @@ def link_command(detections: Path, output: Path, linking: LinkingParams, overwri
     saved = parameters_path(output)
     check_outputs({"DETECTIONS": detections}, {"-o": output, "the parameters file": saved}, overwrite)
     table = check_detections(read_table(detections, required=("frame", "z", "y", "x")), what=str(detections))
-    check_gate(table, linking.max_displacement_um)
+    if linking.max_displacement_um is not None:
+        check_gate(table, linking.max_displacement_um)
     with ProgressBars(enabled=not quiet) as progress:
         tracks, summary = link_detections(table, progress=progress, return_summary=True, **linking.to_dict())
+    if linking.max_displacement_um is None:  # (saved as used: --config reproduces the output)
+        linking = linking.replace(max_displacement_um=summary.gate.value_um)
     write_tracks(output, tracks, output_format, overwrite=overwrite, parameters={"linking": linking.to_dict()})
     write_text(saved, parameters_text(linking), overwrite=overwrite)
     if not quiet:

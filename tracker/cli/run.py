@@ -68,6 +68,8 @@ def run_command(stack: Path, output: Path | None, detections_path: Path | None, 
     tracks = {k: v for k, v in result.tracks.items() if not k.endswith("_vox")}
     if result.spot_scale is not None:  # (saved as used: --config reproduces the run without estimating again)
         detection = detection.replace(spot_radius_um=result.spot_scale.radius_um)
+    if linking.max_displacement_um is None:  # (likewise the gate estimated from the detections)
+        linking = linking.replace(max_displacement_um=result.linking.gate.value_um)
     write_tracks(output, tracks, output_format, overwrite=overwrite, voxel_size=data.voxel_size, image_path=stack,
                  parameters={"detection": detection.to_dict(), "linking": linking.to_dict()})
     if detections_path:

@@ -43,6 +43,7 @@ from ..validation import check_detections, check_gate
 from .backward_relink import relink_first_pair
 from .candidate_search import CandidateSearch
 from .frame_pair import forward_pass
+from .gate import GateEstimate, estimate_gate
 from .gap_closing import DEFAULT_GAP_PENALTY, DEFAULT_MAX_GAP, bounding_box, close_track_gaps, edge_clearance
 from .missing_detections import MissingRate, missed_detection_evidence, radius_cuts_steps
 from .motion import MotionModel
@@ -57,7 +58,7 @@ _log = logging.getLogger("tracker.linking")
 
 def link_detections(
     detections: Mapping[str, np.ndarray],
-    max_displacement_um: float,
+    max_displacement_um: float | None = LINKING_DEFAULTS.max_displacement_um,
     *,
     no_link_factor: float = DEFAULT_NO_LINK_FACTOR,
     motion: str = LINKING_DEFAULTS.motion,
@@ -81,9 +82,11 @@ def link_detections(
         the other axes. Frame numbers need not be contiguous: when they
         share a stride (0, 3, 6, …) one stride is one step of the motion, and
         a frame missing from that sequence is a gap that gap closing bridges.
-    max_displacement_um : float
+    max_displacement_um : float, optional
         Gate: the largest displacement between consecutive frames (µm), from
-        the predicted position when ``motion`` predicts.
+        the predicted position when ``motion`` predicts. None: estimated from
+        the detections (:func:`tracker.linking.gate.estimate_gate`), reported
+        in the summary (:attr:`LinkSummary.gate`).
     no_link_factor : float
         "No link" cost as a multiple of the largest candidate cost.
     motion : {"persistent", "none"}
@@ -152,6 +155,11 @@ def link_detections(
                   persistence=persistence, adaptive_radius=adaptive_radius, smoothing=smoothing, max_gap=max_gap,
                   gap_penalty=gap_penalty, solver=solver)  # (a one-line ValueError naming a bad option)
     table = check_detections(detections)  # (whole frame numbers, finite positions, duplicated rows dropped)
+    gate = GateEstimate.given(max_displacement_um) if max_displacement_um is not None else estimate_gate(
+        table, solver=solver)
+    if gate.source != "given":
+        _log.debug("gate: %s", gate.evidence())
+    max_displacement_um = gate.value_um
     check_gate(table, max_displacement_um)  # (a gate too large for memory refused up front)
     if np.any(np.diff(table["frame"]) < 0):  # (a stable sort of sorted frames changes nothing)
         table = sort_table(table, ["frame"])
@@ -197,6 +205,7 @@ def link_detections(
         persistence=float(prediction.model.current_persistence()) if prediction.predicts() else None,
         persistence_estimated=persistence is None, smoothing=smoothed, exchanges=exchanges,
         missing_rate=float(missing.rate()), gap_closing=closing_gaps, radius_abandoned=radius_abandoned,
+        gate=gate,
     )
     _log.info("%s", summary)
     carried = {name: column for name, column in table.items()

@@ -1,0 +1,360 @@
+"""The gate (largest displacement between frames) estimated from the detections: :func:`estimate_gate`.
+
+Two looks at the data, both against the same null, "the next frame's points placed independently of this
+frame's":
+
+1. **Nearest neighbours between frames.** For each point of frame ``t``, the distance ``d`` to the nearest point
+   of frame ``t + 1``. Were the frames independent, ``d`` would follow the null distribution ``S₀(r) = P(d > r)``,
+   measured on the same points with frame ``t + 1`` shifted along its longest axis by a third and two thirds of
+   the field, wrapping around (a toroidal shift, Lotwick & Silverman 1982: density, clustering and edges kept,
+   partners sent far away). A fraction ``π`` of the points have a partner displaced by a step with distribution
+   ``F``; independence gives ``P(d > r) = (1 - π F(r)) S₀(r)``, so ``π F(r) = 1 - S(r) / S₀(r)`` (the excess of
+   short distances over chance), which levels off at ``π`` beyond the steps. Its plateau gives ``π`` and, doubled
+   where 99 % of it is reached, a generous provisional gate.
+2. **A first linking pass** within the provisional gate: plain frame-to-frame assignment on squared
+   displacements (:func:`tracker.linking.frame_pair.link_frame_pair`), one-to-one, so that a step longer than a
+   neighbour's distance is still seen. Its false links (a point without a partner linked to a stray point;
+   counted as the links beyond the ``π n`` partnered ones, or as those in the gate's outer quarter scaled up,
+   whichever is fewer) have lengths that follow the null thinned to the points without a partner,
+   ``1 - S₀(r)^(1-π)`` (a Poisson field thinned by ``1 - π``), and are subtracted from the link lengths'
+   distribution. What remains are the true steps (localisation noise included). The gate is where they become
+   rarer than false links (the Bayes boundary between the two), but at least their 99th percentile and at most
+   :data:`GATE_MARGIN` times it.
+
+The gate is bounded below by :data:`MIN_GATE_NN` same-frame nearest-neighbour distances (and by one voxel, up to
+half the spacing, where the table has voxel columns), above by :data:`MAX_GATE_NN` of them (beyond that linking is
+ambiguous whatever the gate) and by the memory its candidate links need (:func:`tracker.validation.gate_candidates`).
+With too few points (fewer than :data:`MIN_LINKS` links) it falls back to :data:`FALLBACK_GATE_UM`. Everything is
+deterministic: no random numbers, a fixed choice of frame pairs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Literal
+
+import numpy as np
+from scipy.spatial import cKDTree
+
+GATE_QUANTILE = 0.99
+"""Fraction of the true steps (localisation noise included) the gate's base covers."""
+
+GATE_MARGIN = 1.2
+"""The gate over the :data:`GATE_QUANTILE` of the steps (room for a step longer than any seen and for directed
+runs). Set on ``benchmarks/gate_bench.py``: on the hard cells (noisy detections, 10 false per frame) the best gate
+lies between 1.0 and 1.3 times the observed 99th percentile of the steps; on exact detections anything from 1.1
+up is as good."""
+
+PROVISIONAL_FACTOR = 2.0
+"""The first linking pass's gate over the 99th percentile of the steps seen by the nearest-neighbour excess."""
+
+MIN_GATE_NN = 0.1
+"""Lower bound of the gate, in median same-frame nearest-neighbour distances (a gate that small can never link
+two particles wrongly, and static, exactly localised points still link)."""
+
+MAX_GATE_NN = 2.0
+"""Upper bound of the gate, in median same-frame nearest-neighbour distances: steps beyond twice the spacing
+cannot be told from neighbours (the switching family of :mod:`tracker.scenarios` needs 1.5)."""
+
+MIN_LINKS = 30
+"""Fewest links of the first pass from which the gate is estimated; below it, :data:`FALLBACK_GATE_UM`."""
+
+FALLBACK_GATE_UM = 1.0
+"""The gate (µm) where the data are too few to estimate one: steps of a few hundred nm per frame, the scale of
+vesicles and receptors imaged every 0.1-1 s (our own sample, ``sample_data/``)."""
+
+MAX_FRAME_PAIRS = 40
+"""Frame pairs the estimate looks at (evenly spread over the movie): enough for thousands of steps."""
+
+MAX_POINTS = 200_000
+"""Most points in the frame pairs looked at (fewer pairs are used beyond it): time and memory stay bounded."""
+
+_NULL_SHIFTS = (1 / 3, 2 / 3)
+"""Toroidal shifts of the next frame along its longest axis, as fractions of the field (the null)."""
+
+MISSED_STEP_COST = 1.0
+"""What a true step left outside the gate costs over what a false candidate inside it costs: the gate ends where
+true steps are this many times rarer than false links. 1 (the Bayes boundary): 2 put the gates of the hard cells of
+``benchmarks/gate_bench.py`` (seed 1: 10 false detections per frame) 25-50 % past the best gate."""
+
+_OUTER = 0.75
+"""The outer part of the first pass's gate, ``[_OUTER × gate, gate]``, where links are counted as false."""
+
+_BINS = 40
+"""Bins of the first pass's gate in which true steps and false links are counted (:func:`_true_steps`)."""
+
+Source = Literal["given", "estimated", "fallback"]
+
+
+@dataclass(frozen=True)
+class GateEstimate:
+    """The gate used by the linker, and how it was obtained; ``str()`` gives "gate 1.42 µm (estimated)".
+
+    Attributes
+    ----------
+    value_um : float
+        The gate (µm).
+    source : {"given", "estimated", "fallback"}
+        Given by the user, estimated from the detections, or :data:`FALLBACK_GATE_UM` (too few points).
+    step_um : float or None
+        The :data:`GATE_QUANTILE` of the true steps between frames (µm), net of false links, or where true steps
+        become rarer than false links if that comes first (with many false detections the tail's estimate is
+        uncertain, the crossing is not).
+    partnered : float or None
+        Fraction of the points with a partner in the next frame (the nearest-neighbour excess's plateau).
+    spacing_um : float or None
+        Median distance between a point and its nearest neighbour in the same frame (µm).
+    n_links : int
+        Links of the first pass the estimate rests on.
+    bound : str or None
+        ``"lower"``, ``"upper"`` or ``"memory"`` where a bound set the value or cut the first linking pass short,
+        else None.
+    note : str
+        Why the fallback was taken (empty otherwise).
+    """
+
+    value_um: float
+    source: Source
+    step_um: float | None = None
+    partnered: float | None = None
+    spacing_um: float | None = None
+    n_links: int = 0
+    bound: str | None = None
+    note: str = ""
+
+    def __str__(self) -> str:
+        detail = {"estimated": f", {self.bound} bound" if self.bound else "",
+                  "fallback": f": {self.note}" if self.note else ""}.get(self.source, "")
+        return f"gate {self.value_um:.3g} µm ({self.source}{detail})"
+
+    def evidence(self) -> str:
+        """What the estimate rests on, in one line (empty for a given gate)."""
+        if self.source != "estimated":
+            return self.note
+        return (f"{100 * GATE_QUANTILE:.0f} % of {self.n_links} steps within {self.step_um:.3g} µm, "
+                f"{100 * self.partnered:.0f} % of points with a partner in the next frame, same-frame spacing "
+                f"{self.spacing_um:.3g} µm")
+
+    @classmethod
+    def given(cls, value_um: float) -> GateEstimate:
+        return cls(float(value_um), "given")
+
+
+def estimate_gate(detections: Mapping[str, np.ndarray], *, solver: str = "scipy",
+                  memory_budget: int | None = None) -> GateEstimate:
+    """The gate (largest displacement between consecutive frames, µm) from the detections themselves.
+
+    Parameters
+    ----------
+    detections : Table
+        ``frame`` and ``z, y, x`` (or ``y, x``) in µm, checked (:func:`tracker.validation.check_detections`).
+        Axes on which every point has the same coordinate are ignored; frame numbers need not be contiguous
+        (one stride is one step, :func:`tracker.linking.linker.frame_steps`).
+    solver : str
+        Assignment solver of the first linking pass.
+    memory_budget : int, optional
+        Bytes the candidate links may take (default: :func:`tracker.validation.memory_budget`).
+
+    Returns
+    -------
+    GateEstimate
+        ``source="estimated"``, or ``"fallback"`` with :data:`FALLBACK_GATE_UM` where the points are too few.
+    """
+    from .linker import frame_steps, motion_space  # (the linker imports this module)
+    from ..tables import positions_um
+
+    positions, _ = motion_space(positions_um(detections))
+    steps = frame_steps(np.asarray(detections["frame"], dtype=np.int64))
+    pairs = _frame_pairs(steps)
+    if not pairs:
+        return GateEstimate(FALLBACK_GATE_UM, "fallback", note="no two consecutive frames with points")
+    present, counts = np.unique(steps, return_counts=True)
+    count = dict(zip(present.tolist(), counts.tolist()))
+    pairs = _spread(pairs, [count[t] + count[t + 1] for t in pairs])
+    order = np.argsort(steps, kind="stable")
+    starts = np.searchsorted(steps[order], present)
+    ends = starts + counts
+    where = dict(zip(present.tolist(), zip(starts.tolist(), ends.tolist())))
+    frame = {t: positions[order[slice(*where[t])]] for t in sorted({*pairs, *(t + 1 for t in pairs)})}
+    spacing = _median_spacing([frame[t + 1] for t in pairs])
+    source_points = sum(len(frame[t]) for t in pairs)
+    near, null = _cross_frame_distances(frame, pairs)
+    if spacing is None or len(near) < MIN_LINKS:
+        return GateEstimate(FALLBACK_GATE_UM, "fallback", spacing_um=spacing,
+                            note=f"{source_points} points in {len(pairs)} frame pair(s), too few to estimate")
+    partnered, provisional = _nearest_neighbour_excess(near, null)
+    lower = max(MIN_GATE_NN * spacing, min(_voxel_scale(detections), 0.5 * spacing))
+    if np.quantile(near, GATE_QUANTILE) == 0.0:  # (still, exactly localised points: no step to measure)
+        return GateEstimate(float(lower), "estimated", step_um=0.0, partnered=float(partnered),
+                            spacing_um=float(spacing), n_links=len(near), bound="lower")
+    upper = MAX_GATE_NN * spacing
+    memory = _largest_fitting_gate(detections, upper, memory_budget)
+    ceiling, ceiling_name = (memory, "memory") if memory < upper else (upper, "upper")
+    provisional = max(provisional, MIN_GATE_NN * spacing)
+    truncated = provisional > ceiling  # (the first pass cannot look as far as the steps may reach)
+    provisional = min(provisional, ceiling)
+    lengths = _first_pass_lengths(frame, pairs, provisional, solver)
+    if len(lengths) < MIN_LINKS:
+        return GateEstimate(FALLBACK_GATE_UM, "fallback", spacing_um=spacing, n_links=len(lengths),
+                            note=f"{len(lengths)} links between {source_points} points, too few to estimate")
+    step, crossing = _true_steps(lengths, null, partnered, provisional)
+    if PROVISIONAL_FACTOR * min(crossing, GATE_MARGIN * step) < provisional:  # (tighter: fewer false links)
+        provisional = PROVISIONAL_FACTOR * min(crossing, GATE_MARGIN * step)
+        lengths = _first_pass_lengths(frame, pairs, provisional, solver)
+        step, crossing = _true_steps(lengths, null, partnered, provisional)
+    step = min(step, crossing)  # (past the crossing, true steps cannot be told from false links)
+    value, bound = min(crossing, GATE_MARGIN * step), None
+    if value < lower:
+        value, bound = lower, "lower"
+    if value > ceiling or truncated:
+        value, bound = min(value, ceiling), ceiling_name
+    return GateEstimate(float(value), "estimated", step_um=float(step), partnered=float(partnered),
+                        spacing_um=float(spacing), n_links=len(lengths), bound=bound)
+
+
+def _frame_pairs(steps: np.ndarray) -> list[int]:
+    """The steps ``t`` with points at ``t`` and ``t + 1``."""
+    present = np.unique(steps)
+    return [int(t) for t in present[:-1][np.diff(present) == 1]]
+
+
+def _spread(pairs: list[int], sizes: list[int]) -> list[int]:
+    """At most :data:`MAX_FRAME_PAIRS` pairs, evenly spread, whose points stay under :data:`MAX_POINTS` (at least
+    one pair)."""
+    count = min(len(pairs), MAX_FRAME_PAIRS)
+    while True:
+        chosen = np.unique(np.round(np.linspace(0, len(pairs) - 1, count)).astype(int))
+        if count == 1 or sum(sizes[k] for k in chosen) <= MAX_POINTS:
+            return [pairs[k] for k in chosen]
+        count = max(1, count // 2)
+
+
+def _median_spacing(frames: list[np.ndarray]) -> float | None:
+    """Median distance (µm) from a point to its nearest neighbour in the same frame; None with no two points."""
+    distances = [cKDTree(points).query(points, k=2)[0][:, 1] for points in frames if len(points) > 1]
+    distances = np.concatenate(distances) if distances else np.empty(0)
+    distances = distances[np.isfinite(distances)]
+    return float(np.median(distances)) if len(distances) and np.median(distances) > 0 else None
+
+
+def _cross_frame_distances(frame: dict[int, np.ndarray], pairs: list[int]) -> tuple[np.ndarray, np.ndarray]:
+    """Distances (µm) from each point of frame ``t`` to the nearest of frame ``t + 1``, and the same to frame
+    ``t + 1`` shifted (toroidally, along its longest axis) by each of :data:`_NULL_SHIFTS` of the field."""
+    near, null = [], []
+    for t in pairs:
+        source, target = frame[t], frame[t + 1]
+        if not len(source) or not len(target):
+            continue
+        near.append(cKDTree(target).query(source)[0])
+        low = np.minimum(source.min(0), target.min(0))
+        extent = np.maximum(source.max(0), target.max(0)) - low
+        axis = int(np.argmax(extent))
+        for shift in _NULL_SHIFTS:
+            moved = target.copy()
+            if extent[axis] > 0:
+                moved[:, axis] = low[axis] + np.mod(moved[:, axis] - low[axis] + shift * extent[axis], extent[axis])
+            null.append(cKDTree(moved).query(source)[0])
+    empty = np.empty(0)
+    return (np.concatenate(near) if near else empty), (np.concatenate(null) if null else empty)
+
+
+def _survival(sorted_values: np.ndarray, r: np.ndarray) -> np.ndarray:
+    return 1.0 - np.searchsorted(sorted_values, r, side="right") / max(len(sorted_values), 1)
+
+
+def _nearest_neighbour_excess(near: np.ndarray, null: np.ndarray) -> tuple[float, float]:
+    """The fraction ``π`` of points with a partner in the next frame and the provisional gate (µm).
+
+    ``π F(r) = 1 - S(r) / S₀(r)`` on a grid of the null's quantiles (up to its 98th); ``π`` is its median where
+    ``S₀`` is between 0.05 and 0.3 (beyond the steps, before the null's tail gets noisy); the provisional gate is
+    :data:`PROVISIONAL_FACTOR` times the distance where the running maximum of the excess reaches 99 % of ``π``.
+    """
+    near, null = np.sort(near), np.sort(null)
+    r = np.quantile(null, np.linspace(0.0, 0.98, 400))
+    null_survival = _survival(null, r)
+    excess = 1.0 - _survival(near, r) / np.maximum(null_survival, 1e-12)
+    plateau = (null_survival >= 0.05) & (null_survival <= 0.3)
+    partnered = float(np.median(excess[plateau])) if plateau.any() else float(excess[-1])
+    partnered = min(max(partnered, 0.0), 1.0)
+    reached = np.maximum.accumulate(excess) >= GATE_QUANTILE * partnered
+    step = float(r[int(np.argmax(reached))]) if reached.any() else float(r[-1])
+    return partnered, PROVISIONAL_FACTOR * max(step, float(r[-1]) * 1e-3)
+
+
+def _first_pass_lengths(frame: dict[int, np.ndarray], pairs: list[int], gate: float, solver: str) -> np.ndarray:
+    """Lengths (µm) of the links of plain frame-to-frame assignment within ``gate`` (no prediction)."""
+    from .frame_pair import link_frame_pair
+
+    lengths = []
+    for t in pairs:
+        source, target = frame[t], frame[t + 1]
+        if len(source) and len(target):
+            _, _, cost = link_frame_pair(source, target, gate, solver=solver)
+            lengths.append(np.sqrt(cost))
+    return np.concatenate(lengths) if lengths else np.empty(0)
+
+
+def _true_steps(lengths: np.ndarray, null: np.ndarray, partnered: float, gate: float) -> tuple[float, float]:
+    """The :data:`GATE_QUANTILE` of the true steps' lengths (µm), and where true steps become rarer than false
+    links (µm; ``inf`` where they never do).
+
+    The link lengths' distribution less the false links'. False links follow the null thinned to the
+    unpartnered points (exponent ``1 - π``), scaled to the links in the outer quarter of the gate (:data:`_OUTER`;
+    past the true steps, as the gate is twice their 99th percentile). The crossing is the first of :data:`_BINS`
+    bins of ``[0, gate]``, past the true steps' median, holding fewer true steps than false links: beyond it a
+    candidate is more likely false than true (the Bayes decision boundary between the two).
+    """
+    lengths, null = np.sort(lengths), np.sort(null)
+    r = np.unique(np.concatenate([lengths, [gate]]))
+    exponent = max(1.0 - partnered, 1e-3)
+    thinned = 1.0 - _survival(null, r) ** exponent
+    outer = 1.0 - _survival(null, np.array([_OUTER * gate])) ** exponent
+    in_outer = len(lengths) - np.searchsorted(lengths, _OUTER * gate, side="left")
+    scale = in_outer / max(float(thinned[-1] - outer[0]), 1e-12)
+    true_within = np.maximum.accumulate(np.searchsorted(lengths, r, side="right") - scale * thinned)
+    total = true_within[-1]
+    if total <= 0:
+        return float(lengths[int(GATE_QUANTILE * (len(lengths) - 1))]), np.inf
+    quantile = float(r[int(np.argmax(true_within >= GATE_QUANTILE * total))])
+    median = float(r[int(np.argmax(true_within >= 0.5 * total))])
+    edges = np.linspace(0.0, gate, _BINS + 1)
+    true_bins = np.diff(np.searchsorted(lengths, edges, side="right")
+                        - scale * (1.0 - _survival(null, edges) ** exponent))
+    false_bins = scale * np.diff(1.0 - _survival(null, edges) ** exponent)
+    rarer = (MISSED_STEP_COST * true_bins < false_bins) & (edges[:-1] >= median)
+    crossing = float(edges[int(np.argmax(rarer))]) if rarer.any() else np.inf
+    return quantile, crossing
+
+
+def _voxel_scale(detections: Mapping[str, np.ndarray]) -> float:
+    """The smallest voxel side (µm) of the axes along which points move, where the table has voxel columns
+    (``x`` and ``x_vox``: a detector's output); 0 otherwise. No gate below it (nor below half the spacing): a
+    detector localises to a fraction of a voxel, so shorter steps cannot be told from its noise."""
+    sides = []
+    for axis in ("z", "y", "x"):
+        if axis in detections and f"{axis}_vox" in detections:
+            um = np.asarray(detections[axis], dtype=np.float64)
+            vox = np.asarray(detections[f"{axis}_vox"], dtype=np.float64)
+            moving = len(um) > 1 and um.max() != um.min()
+            if moving and vox.max() != vox.min():
+                sides.append(abs((um.max() - um.min()) / (vox.max() - vox.min())))
+    return float(min(sides)) if sides else 0.0
+
+
+def _largest_fitting_gate(detections: Mapping[str, np.ndarray], gate: float, budget: int | None) -> float:
+    """``gate``, or the largest gate whose candidate links fit the memory budget (halving, then bisecting)."""
+    from ..validation import CANDIDATE_BYTES, gate_candidates, memory_budget
+
+    budget = memory_budget() if budget is None else budget
+
+    def fits(value: float) -> bool:
+        return gate_candidates(detections, value)[0] * CANDIDATE_BYTES <= budget
+
+    if fits(gate):
+        return gate
+    low, high = 0.0, gate
+    for _ in range(40):
+        middle = 0.5 * (low + high)
+        low, high = (middle, high) if fits(middle) else (low, middle)
+    return low

@@ -252,3 +252,18 @@ def test_gpus_start_one_dask_cuda_worker_per_gpu(monkeypatch):
     with pytest.raises(InputError, match="--gpus needs dask-cuda"):
         with dask_client(ClusterParams(gpus=True)):
             pass
+
+
+def test_time_blocks_share_one_estimated_gate(client, simulated_detections):
+    """Without a gate, one is estimated from all the detections and used by every block (not one per block)."""
+    from tracker.distributed import link_in_time_blocks
+    from tracker.linking import link_detections
+    from tracker.linking.gate import estimate_gate
+
+    linking = LinkingParams(max_displacement_um=None)
+    gate = estimate_gate(simulated_detections, solver=linking.solver)
+    whole, whole_summary = link_detections(simulated_detections, return_summary=True, **linking.to_dict())
+    blocks, summary = link_in_time_blocks(client, simulated_detections, linking, 30)
+    assert summary.gate == gate and whole_summary.gate.value_um == gate.value_um
+    a, b = links(whole), links(blocks)
+    assert 2 * len(a & b) / (len(a) + len(b)) >= 0.999

@@ -27,6 +27,7 @@ from typing import Any
 import numpy as np
 
 from ..linking import LinkSummary, link_detections
+from ..linking.gate import estimate_gate
 from ..linking.track_state import tracks_in_order
 from ..params import LinkingParams
 from ..progress import ProgressCallback, Stage
@@ -86,6 +87,10 @@ def link_in_time_blocks(
     n = len(frames)
     if len(present) <= block_frames:  # (one block: the whole linking)
         return link_detections(table, progress=progress, return_summary=True, **linking.to_dict())
+    gate = None
+    if linking.max_displacement_um is None:  # one gate for every block, estimated once from all the detections
+        gate = estimate_gate(table, solver=linking.solver)
+        linking = linking.replace(max_displacement_um=gate.value_um)
     starts = present[::block_frames]
     # Rows of each core and of its widened block (frames sorted: a block is a slice of rows).
     bounds = np.searchsorted(frames, np.append(starts, present[-1] + 1))
@@ -122,7 +127,8 @@ def link_in_time_blocks(
             client.cancel(list(futures))
     track_id, order = tracks_in_order(predecessor)
     tracks = take_rows({"track_id": track_id, **table, "link_cost": link_cost, "link_confidence": confidence}, order)
-    return tracks, _summary(summaries)
+    summary = _summary(summaries)
+    return tracks, (summary if gate is None else replace(summary, gate=gate))
 
 
 def _link_block(block: Table, parameters: Mapping[str, Any]) -> tuple[tuple[np.ndarray, ...], LinkSummary]:

@@ -119,6 +119,29 @@ def test_emulated_generous_gates_match_scipy(step, first_try_rounds, monkeypatch
         assert gated_auction.LAST_STATS["phases"] > 1
 
 
+@pytest.mark.parametrize("small, finish, early_stop", [(0, 4, False), (16, 64, True), (256, 0, True),
+                                                       (0, 10**6, False), (0, 64, True)])
+@pytest.mark.parametrize("step", [0.5, 0.7])
+@pytest.mark.parametrize("integer", [False, True])
+def test_emulated_shortest_path_finisher_matches_scipy(step, small, finish, early_stop, integer, monkeypatch):
+    # the finisher (gated_finish.py) settles a stage's last bidders, forward and reverse; EARLY_STOP: phases
+    # before the last stop at SMALL bidders (rows stay free, columns stale); FINISH_ROWS = 10**6: paths only
+    monkeypatch.setattr(gated_auction, "EARLY_STOP", early_stop)
+    monkeypatch.setattr(gated_auction, "SMALL", small)
+    monkeypatch.setattr(gated_auction, "FINISH_ROWS", finish)
+    monkeypatch.setattr(gated_auction, "FIRST_TRY_ROUNDS", 0)
+    rows, cols, cost, shape, un = generous_gate_instance(250, step, seed=int(step * 10) + integer)
+    if integer:
+        cost, un = np.round(cost * 10), float(np.round(un * 10))
+    row_un, col_un = np.full(shape[0], un), np.full(shape[1], un)
+    got_r, got_c = auction.solve_gated(*shape, rows, cols, cost, row_un, col_un, emulate=True)
+    ref_r, ref_c = _scipy.solve_gated(*shape, rows, cols, cost, row_un, col_un)
+    np.testing.assert_allclose(gated_objective(rows, cols, got_r, got_c, cost, row_un, col_un),
+                               gated_objective(rows, cols, ref_r, ref_c, cost, row_un, col_un), rtol=1e-12)
+    if finish:
+        assert gated_auction.LAST_STATS["forward_paths"] > 0
+
+
 @settings(max_examples=150, deadline=None)
 @given(sparse_graphs(max_size=7), st.booleans())
 def test_emulated_full_matching_matches_scipy(graph, integer):
@@ -377,6 +400,26 @@ def test_gated_tail_settings(gs_rows, small, threads, integer, monkeypatch):
     monkeypatch.setattr(gated_auction, "SMALL", small)
     monkeypatch.setattr(gated_auction, "THREADS", threads)
     rows, cols, cost, shape, un = generous_gate_instance(10000, 0.5, seed=11)
+    if integer:
+        cost, un = np.round(cost * 1000), float(np.round(un * 1000))
+    row_un, col_un = np.full(shape[0], un), np.full(shape[1], un)
+    got, ref = check_gated(rows, cols, cost, shape, row_un, col_un)
+    if integer:
+        assert got == ref
+    else:
+        np.testing.assert_allclose(got, ref, rtol=1e-9)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("finish, small, early_stop", [(0, 256, True), (4, 0, False), (64, 256, True),
+                                                       (1024, 64, False), (256, 1024, False)])
+@pytest.mark.parametrize("step", [0.5])
+@pytest.mark.parametrize("integer", [False, True])
+def test_gated_finisher_settings(finish, small, early_stop, step, integer, monkeypatch):
+    monkeypatch.setattr(gated_auction, "EARLY_STOP", early_stop)
+    monkeypatch.setattr(gated_auction, "FINISH_ROWS", finish)
+    monkeypatch.setattr(gated_auction, "SMALL", small)
+    rows, cols, cost, shape, un = generous_gate_instance(10000, step, seed=int(step * 10) + integer)
     if integer:
         cost, un = np.round(cost * 1000), float(np.round(un * 1000))
     row_un, col_un = np.full(shape[0], un), np.full(shape[1], un)

@@ -50,7 +50,11 @@ typedef unsigned long long u64;
 #define C_REV 5
 #define C_RELEASED 6
 #define C_STALE 7
-#define N_COUNTS 8
+#define C_FPATH 8   // forward shortest-path searches (the finisher)
+#define C_RPATH 9   // reverse shortest-path searches
+#define C_FGRID 10  // forward rounds run grid-wide (the rest ran in block 0)
+#define C_RGRID 11  // reverse rounds run grid-wide
+#define N_COUNTS 12
 
 struct Prob {
     int n, m;
@@ -69,6 +73,10 @@ struct State {
     i64 *price, *acost, *bid, *tcost, *rval, *rnewp, *rcost;
     u64 *col_bid, *row_bid;
     int *owner, *assigned, *list0, *list1, *freed, *target, *winner, *rtarget, *row_winner, *counts;
+    // the shortest-path finisher (gated_finish.cuh): labels (INF64 at rest), round of the last lowering,
+    // frontier flags (-1 at rest), labelled nodes, two frontiers, the path found (rows, targets, costs)
+    i64 *dist, *pcost;
+    int *lround, *inq, *touched, *front0, *front1, *prow, *ptarget;
 };
 
 __device__ __forceinline__ State carve(i64* ws64, int* ws32, int n, int m) {
@@ -93,6 +101,15 @@ __device__ __forceinline__ State carve(i64* ws64, int* ws32, int n, int m) {
     s.winner = s.target + n;
     s.rtarget = s.winner + m;
     s.row_winner = s.rtarget + m;
+    s.dist = (i64*)(s.row_bid + n);
+    s.pcost = s.dist + L;
+    s.lround = s.row_winner + n;
+    s.inq = s.lround + L;
+    s.touched = s.inq + L;
+    s.front0 = s.touched + L;
+    s.front1 = s.front0 + L;
+    s.prow = s.front1 + L;
+    s.ptarget = s.prow + L + 1;
     return s;
 }
 
@@ -428,6 +445,8 @@ __device__ int rev_gauss_seidel(const Prob& p, const State& s, int* list, int* c
     return it;
 }
 
+#include "gated_finish.cuh"
+
 // ------------------------------------------------------------------- phase ---
 
 #define PROB_ARGS                                                                                         \
@@ -451,7 +470,7 @@ __device__ int rev_gauss_seidel(const Prob& p, const State& s, int* list, int* c
 // accumulates the rounds.
 template <bool FORWARD>
 __device__ void stage(cg::grid_group& g, const Prob& p, const State& s, i64 eps, int small, int gs_rows,
-                      int max_rounds, int stat) {
+                      int finish, int tail, int max_rounds, int stat) {
     const int gtid = blockIdx.x * blockDim.x + threadIdx.x, nthreads = gridDim.x * blockDim.x;
     const int lane = threadIdx.x & 31, gwarp = gtid >> 5, nwarps = nthreads >> 5;
     int parity = 0, rounds = 0;
@@ -475,11 +494,19 @@ __device__ void stage(cg::grid_group& g, const Prob& p, const State& s, i64 eps,
     }
     if (blockIdx.x == 0) {  // the rest of the stage in one block
         const int tid = threadIdx.x, warp = tid >> 5, nw = blockDim.x >> 5;
-        while (rounds < max_rounds) {
+        if (tid == 0) s.counts[FORWARD ? C_FGRID : C_RGRID] += rounds;
+        while (tail && rounds < max_rounds) {
             const int count = *(volatile int*)&s.counts[parity];
             if (count == 0 || *(volatile int*)&s.counts[C_ERROR]) break;
             int* cur = parity ? s.list1 : s.list0;
             int* nxt = parity ? s.list0 : s.list1;
+            if (count <= finish) {  // shortest augmenting paths for the last few (gated_finish.cuh)
+                __syncthreads();
+                fin_stage<FORWARD>(p, s, cur, count);
+                if (tid == 0) s.counts[parity] = 0;
+                __syncthreads();
+                break;
+            }
             if (count <= gs_rows) {
                 if (warp == 0) {
                     rounds = FORWARD ? fwd_gauss_seidel(p, s, cur, &s.counts[parity], eps, rounds, max_rounds)
@@ -504,7 +531,7 @@ __device__ void stage(cg::grid_group& g, const Prob& p, const State& s, i64 eps,
         }
         if (tid == 0) {
             s.counts[stat] += rounds;
-            if (*(volatile int*)&s.counts[parity] > 0) atomicExch(&s.counts[C_ERROR], 2);  // round cap
+            if (tail && *(volatile int*)&s.counts[parity] > 0) atomicExch(&s.counts[C_ERROR], 2);  // round cap
             s.counts[C_LIST0] = 0;  // the next stage starts on list 0
             s.counts[C_LIST1] = 0;
         }
@@ -514,8 +541,13 @@ __device__ void stage(cg::grid_group& g, const Prob& p, const State& s, i64 eps,
 // One epsilon phase (see the top of the file). first: all rows start unassigned at the current prices (no
 // init, no reverse stage: no column was ever freed); else init releases the rows that violate eps-CS.
 // max_rounds caps each stage (counts[C_ERROR] = 2 when reached, rows may then be left unassigned).
+// tail = 0 (the phases before the last): each stage stops once at most `small` bidders are left; the rows
+// stay free and the columns stale into the next phase (only the last phase must end complete; its init
+// lists the free rows, its reverse stage every unmatched column above price 0). tail = 1: the stage ends
+// in block 0, with shortest augmenting paths for its last `finish` bidders.
 extern "C" __global__ void __launch_bounds__(MAX_THREADS, 1)
-    ga_phase(PROB_ARGS, i64* ws64, int* ws32, i64 eps, int first, int small, int gs_rows, int max_rounds) {
+    ga_phase(PROB_ARGS, i64* ws64, int* ws32, i64 eps, int first, int small, int gs_rows, int finish,
+             int tail, int max_rounds) {
     MAKE_PROB;
     cg::grid_group g = cg::this_grid();
     const State s = carve(ws64, ws32, n_, m_);
@@ -546,18 +578,17 @@ extern "C" __global__ void __launch_bounds__(MAX_THREADS, 1)
         }
     }
     g.sync();
-    stage<true>(g, p, s, eps, small, gs_rows, max_rounds, C_FWD);
+    stage<true>(g, p, s, eps, small, gs_rows, finish, tail, max_rounds, C_FWD);
     g.sync();
     if (first || s.counts[C_ERROR]) return;
-    // stale columns: freed ones nobody took back, at a price above 0
-    const int n_freed = s.counts[C_FREED];
-    for (int t = gtid; t < n_freed; t += nthreads) {
-        const int j = s.freed[t];
+    // stale columns: unmatched ones at a price above 0 (freed by this phase's init, or left by an earlier
+    // phase that stopped early)
+    for (int j = gtid; j < p.m; j += nthreads) {
         if (s.owner[j] == FREE && s.price[j] > 0) {
             s.list0[atomicAdd(&s.counts[C_LIST0], 1)] = j;
             atomicAdd(&s.counts[C_STALE], 1);
         }
     }
     g.sync();
-    stage<false>(g, p, s, eps, small, gs_rows, max_rounds, C_REV);
+    stage<false>(g, p, s, eps, small, gs_rows, finish, tail, max_rounds, C_REV);
 }

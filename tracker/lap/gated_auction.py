@@ -34,7 +34,11 @@ Measured on one H100 (``benchmarks/results/lap_generous_h100.md``, ``solve_gated
 issue 27's generous-gate family): 2.0 / 24 / 389 / 837 ms at 10k nodes for f = 0.1 / 0.3 / 0.5 / 0.7, 2.4 / 43
 / 1160 / 2690 ms at 100k, 7.3 / 133 ms at 1M (f = 0.1 / 0.3); all exact. The rounds, not their cost (about 2
 microseconds each in the one-block tail), are what is left at f >= 0.5: 200k-500k forward and reverse rounds,
-long chains of single evictions through the crowd between a dying particle and a born one.
+long chains of single evictions through the crowd between a dying particle and a born one. Profiled (same file,
+"Where the rounds go"): at 100k nodes, f = 0.5, 437k of 439k forward and all 462k reverse rounds run in block 0
+with at most :data:`SMALL` bidders left. Shortest augmenting paths for those last bidders
+(:data:`FINISH_ROWS`, :mod:`tracker.lap.gated_finish`) are exact but were slower there (about 10 ms a search
+in one block), so they are off by default.
 """
 
 from __future__ import annotations
@@ -43,6 +47,8 @@ import functools
 import time
 
 import numpy as np
+
+from . import gated_finish
 
 ALPHA = 16
 """Epsilon-scaling factor between phases (sweep of the simulation above: 8-64 within 20 % at sigma = 0.3 NN)."""
@@ -58,7 +64,18 @@ SMALL = 256
 """A stage (forward or reverse) continues in one thread block once at most this many rows (columns) bid
 (same tuning: with 1024 threads, 256 vs 64: 45.6 vs 43.5 ms at 100k, f = 0.3; 276 vs 283 ms at 10k, f = 0.5)."""
 GS_ROWS = 4
-"""... and Gauss-Seidel (one warp, one bid at a time) once at most this many are left."""
+"""... and Gauss-Seidel (one warp, one bid at a time) once at most this many are left (when not finished by
+shortest paths, :data:`FINISH_ROWS`)."""
+FINISH_ROWS = 0
+"""A stage's last bidders (at most this many; 0: never) are settled by shortest augmenting paths
+(:mod:`tracker.lap.gated_finish`), one search each, in block 0 (not in the first try). Off: exact, but slower
+on the H100 (``benchmarks/results/lap_generous_h100.md``, "Shortest-path finisher"): a search in one block
+took about 10 ms at 100k nodes, f = 0.5 (255 searches: 2.7 s against 1.7 s without), and 44-73 ms against
+46 ms at f = 0.3."""
+EARLY_STOP = False
+"""Phases before the last stop once at most :data:`SMALL` bidders are left (rows stay free, columns stale,
+for the next phase). Off: the last phase then carries the tails (100k nodes, f = 0.5, with FINISH_ROWS = 64:
+112k block rounds in the last phase, 3.1 s; same measurement)."""
 MAX_ROUNDS = 1 << 30
 """Cap on the rounds of one stage of one phase (an error, never reached on feasible problems)."""
 
@@ -66,7 +83,8 @@ INF64 = (1 << 62) - 1  # INF64 in gated_auction.cu
 PRIVATE = -2
 
 _C_ERROR, _C_FWD, _C_REV, _C_RELEASED, _C_STALE = 3, 4, 5, 6, 7
-_N_COUNTS = 8
+_C_FPATH, _C_RPATH, _C_FGRID, _C_RGRID = 8, 9, 10, 11
+_N_COUNTS = 12
 
 LAST_STATS: dict = {}
 """Counters of the last solve: phases, forward / reverse rounds, released rows, stale columns, seconds."""
@@ -121,15 +139,24 @@ def solve(n: int, m: int, rows, cols, cost, priv, *, edge_range: int, emulate: b
     problem = _layout(xp, n, m, rows, cols, cost, priv, single_gap=top + 1)
     ws = _Workspace(xp, n, m)
     stats = {"phases": 0, "forward_rounds": 0, "reverse_rounds": 0, "released": 0, "stale": 0,
-             "first_try": "capped"}
+             "forward_paths": 0, "reverse_paths": 0, "forward_grid_rounds": 0, "reverse_grid_rounds": 0,
+             "first_try": "capped", "per_phase": []}
     plan = [(1, True, FIRST_TRY_ROUNDS)]
     for k, (eps, first, cap) in enumerate(plan):
-        counts = kern.phase(problem, ws, eps, first, cap)
+        last = k == len(plan) - 1 and k > 0
+        counts = kern.phase(problem, ws, eps, first, cap, tail=first or last or not EARLY_STOP,
+                            finish=0 if first else FINISH_ROWS)
         stats["phases"] += 1
         stats["forward_rounds"] += int(counts[_C_FWD])
         stats["reverse_rounds"] += int(counts[_C_REV])
         stats["released"] += int(counts[_C_RELEASED])
         stats["stale"] += int(counts[_C_STALE])
+        stats["forward_paths"] += int(counts[_C_FPATH])
+        stats["reverse_paths"] += int(counts[_C_RPATH])
+        stats["forward_grid_rounds"] += int(counts[_C_FGRID])
+        stats["reverse_grid_rounds"] += int(counts[_C_RGRID])
+        stats["per_phase"].append((eps, *(int(counts[c]) for c in (_C_RELEASED, _C_FWD, _C_FGRID, _C_FPATH,
+                                                                   _C_STALE, _C_REV, _C_RGRID, _C_RPATH))))
         if counts[_C_ERROR] == 1:
             raise GatedAuctionError("a row without options (internal error; please report)")
         if k == 0:
@@ -178,10 +205,11 @@ class _Workspace:
 
     def __init__(self, xp, n, m):
         big = max(n, m)
-        self.ws64 = xp.zeros(5 * m + 4 * n, dtype=np.int64)
-        self.ws32 = xp.full(_N_COUNTS + 3 * m + 4 * n + 2 * big, -1, dtype=np.int32)
+        self.ws64 = xp.zeros(5 * m + 4 * n + 2 * big + 1, dtype=np.int64)
+        self.ws32 = xp.full(_N_COUNTS + 3 * m + 4 * n + 2 * big + 7 * big + 2, -1, dtype=np.int32)
         self.ws32[:_N_COUNTS] = 0
-        self.ws64[5 * m + 3 * n:] = -1  # row_bid: UINF64
+        self.ws64[5 * m + 3 * n:5 * m + 4 * n] = -1  # row_bid: UINF64
+        self.ws64[5 * m + 4 * n:5 * m + 4 * n + big] = INF64  # the finisher's labels
         self.price = self.ws64[:m]
         self.acost = self.ws64[m:m + n]
         self.counts = self.ws32[:_N_COUNTS]
@@ -214,11 +242,11 @@ class _Cuda:
             self._blocks[threads] = self.sms * max(1, min(int(per_sm), 2048 // threads))
         return self._blocks[threads]
 
-    def phase(self, prob: _Problem, ws: _Workspace, eps: int, first: bool, cap: int):
+    def phase(self, prob: _Problem, ws: _Workspace, eps: int, first: bool, cap: int, tail: bool, finish: int):
         ws.counts[:] = 0
         self.function((self.blocks(THREADS),), (THREADS,),
                       (*prob.args, ws.ws64, ws.ws32, np.int64(eps), np.int32(bool(first)), np.int32(SMALL),
-                       np.int32(GS_ROWS), np.int32(min(cap, MAX_ROUNDS))))
+                       np.int32(GS_ROWS), np.int32(finish), np.int32(bool(tail)), np.int32(min(cap, MAX_ROUNDS))))
         return ws.counts.get()
 
 
@@ -228,12 +256,13 @@ def _cuda() -> _Cuda:
 
 
 class _Emulated:
-    """``ga_phase`` in NumPy, Jacobi rounds throughout (the kernel's Gauss-Seidel tail ends the same way:
+    """``ga_phase`` in NumPy: Jacobi rounds, then the shortest-path finisher (:mod:`tracker.lap.gated_finish`)
+    for the last :data:`FINISH_ROWS` (the kernel's Gauss-Seidel tail, used when that is 0, ends the same way:
     both keep eps-CS and end with every stale column resolved)."""
 
     xp = np
 
-    def phase(self, prob: _Problem, ws: _Workspace, eps: int, first: bool, cap: int):
+    def phase(self, prob: _Problem, ws: _Workspace, eps: int, first: bool, cap: int, tail: bool, finish: int):
         n = prob.n
         counts = np.zeros(_N_COUNTS, dtype=np.int64)
         price, assigned, owner = ws.price, ws.assigned, ws.owner
@@ -252,22 +281,34 @@ class _Emulated:
                     listed.append(i)
                     counts[_C_RELEASED] += 1
         rounds = 0
-        while listed and rounds < cap:
+        while listed and rounds < cap and (tail or len(listed) > SMALL):
+            if len(listed) <= finish:
+                for i in listed:
+                    gated_finish.forward(prob, ws, i)
+                counts[_C_FPATH] += len(listed)
+                listed = []
+                break
             listed = self._forward_round(prob, ws, listed, eps)
             rounds += 1
         counts[_C_FWD] = rounds
-        if listed:
+        if listed and tail:
             counts[_C_ERROR] = 2
         if first or counts[_C_ERROR]:
             return counts
-        stale = [j for j in freed if owner[j] == -1 and price[j] > 0]
+        stale = [j for j in range(prob.m) if owner[j] == -1 and price[j] > 0]
         counts[_C_STALE] = len(stale)
         rounds = 0
-        while stale and rounds < cap:
+        while stale and rounds < cap and (tail or len(stale) > SMALL):
+            if len(stale) <= finish:
+                for j in stale:
+                    gated_finish.reverse(prob, ws, j)
+                counts[_C_RPATH] += len(stale)
+                stale = []
+                break
             stale = self._reverse_round(prob, ws, stale, eps)
             rounds += 1
         counts[_C_REV] = rounds
-        if stale:
+        if stale and tail:
             counts[_C_ERROR] = 2
         return counts
 

@@ -1,0 +1,123 @@
+"""Where the gated auction's rounds go, and what the shortest-path finisher (``tracker/lap/gated_finish``) saves.
+
+For each generous-gate instance (``lap_instances.generous_gate_instance``, gated on the GPU) and each setting
+of ``tracker.lap.gated_auction`` (``FINISH_ROWS``, ``SMALL``, ...): the median time of ``solve_gated`` (3 runs
+after a warm-up; 1 at 1M nodes), the objective (equal across settings: every setting is exact; at 10k nodes
+also checked against SciPy), and the counters: phases, forward / reverse rounds (of which grid-wide), and
+shortest-path searches. ``--phases`` adds the per-phase table of the first setting. ::
+
+    PYTHONPATH=.:tests python benchmarks/lap_finish.py --cases 100000:0.5,1000000:0.3 \
+        --settings FINISH_ROWS=0 FINISH_ROWS=64 --phases
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+
+from lap_instances import generous_gate_instance  # noqa: E402
+
+
+def _objective(rows, cols, cost, shape, un, chosen_r, chosen_c) -> float:
+    key = rows * shape[1] + cols
+    order = np.argsort(key)
+    index = order[np.searchsorted(key[order], np.asarray(chosen_r) * shape[1] + np.asarray(chosen_c))]
+    links = len(chosen_r)
+    return float(cost[index].sum() + un * (shape[0] - links) + un * (shape[1] - links))
+
+
+def _parse_setting(text: str) -> dict:
+    out = {}
+    for part in filter(None, text.split(",")):
+        key, value = part.split("=")
+        out[key] = float(value) if "." in value else int(value)
+    return out
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--cases", default="10000:0.5,100000:0.3,100000:0.5")
+    parser.add_argument("--settings", nargs="*", default=["FINISH_ROWS=0", "FINISH_ROWS=64"])
+    parser.add_argument("--phases", action="store_true")
+    parser.add_argument("--scipy-max-n", type=int, default=10_000)
+    parser.add_argument("--out", help="also write the markdown here")
+    args = parser.parse_args(argv)
+    import cupy
+
+    from tracker import lap
+    from tracker.lap import auction, gated_auction
+
+    device = cupy.cuda.runtime.getDeviceProperties(0)["name"].decode()
+    lines = [f"Device: {device}", "",
+             "| nodes | f | cand/row | setting | time | objective | exact | phases | fwd rounds (grid) | "
+             "rev rounds (grid) | fwd / rev paths |", "|---:|---:|---:|---|---:|---:|:---:|---:|---|---|---|"]
+    phase_tables = []
+    print("\n".join(lines), flush=True)
+    for case in args.cases.split(","):
+        n, step = int(case.split(":")[0]), float(case.split(":")[1])
+        d_rows, d_cols, d_cost, shape, un = generous_gate_instance(n, step, seed=n + int(step * 100), backend="gpu")
+        h_rows, h_cols, h_cost = (cupy.asnumpy(a) for a in (d_rows, d_cols, d_cost))
+        ref = None
+        if n <= args.scipy_max_n:
+            rr, rc = lap.solve_gated(h_rows, h_cols, h_cost, shape, un, solver="scipy")
+            ref = _objective(h_rows, h_cols, h_cost, shape, un, rr, rc)
+        first_obj = None
+        for k, text in enumerate(args.settings):
+            setting = _parse_setting(text)
+            saved = {key: getattr(gated_auction, key) for key in setting}
+            try:
+                for key, value in setting.items():
+                    setattr(gated_auction, key, value)
+                repeats = 1 if n >= 1_000_000 else 3
+                times = []
+                out = lap.solve_gated(d_rows, d_cols, d_cost, shape, un, solver="auction")  # warm-up
+                for _ in range(repeats):
+                    cupy.cuda.Device().synchronize()
+                    t0 = time.perf_counter()
+                    out = lap.solve_gated(d_rows, d_cols, d_cost, shape, un, solver="auction")
+                    cupy.cuda.Device().synchronize()
+                    times.append(time.perf_counter() - t0)
+                st = dict(auction.LAST_STATS)
+            except Exception as error:  # reported in the table
+                lines.append(f"| {n:,} | {step} | | {text} | error: {type(error).__name__}: {error} | | | | | | |")
+                print(lines[-1], flush=True)
+                continue
+            finally:
+                for key, value in saved.items():
+                    setattr(gated_auction, key, value)
+            obj = _objective(h_rows, h_cols, h_cost, shape, un, cupy.asnumpy(out[0]), cupy.asnumpy(out[1]))
+            first_obj = obj if first_obj is None else first_obj
+            target = ref if ref is not None else first_obj
+            exact = "yes" if abs(obj - target) <= 1e-9 * max(abs(target), 1.0) else "NO"
+            exact += "" if ref is not None else " (vs first)"
+            t = statistics.median(times)
+            lines.append(f"| {n:,} | {step} | {len(h_rows) / shape[0]:.1f} | {text} | {t * 1e3:.1f} ms | {obj:.6f} | "
+                         f"{exact} | {st.get('phases')} | "
+                         f"{st.get('forward_rounds')} ({st.get('forward_grid_rounds')}) | "
+                         f"{st.get('reverse_rounds')} ({st.get('reverse_grid_rounds')}) | "
+                         f"{st.get('forward_paths')} / {st.get('reverse_paths')} |")
+            print(lines[-1], flush=True)
+            if args.phases and k == 0 and st.get("per_phase"):
+                rows = [f"Per phase, {n:,} nodes, f = {step}, {text}:", "",
+                        "| eps | released | fwd rounds | of which grid | fwd paths | stale | rev rounds | "
+                        "of which grid | rev paths |", "|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+                rows += ["| " + " | ".join(str(v) for v in ph) + " |" for ph in st["per_phase"]]
+                phase_tables.append("\n".join(rows))
+                print(phase_tables[-1], flush=True)
+        cupy.get_default_memory_pool().free_all_blocks()
+    text = "\n".join(lines + [""] + ["\n\n".join(phase_tables)]) + "\n"
+    if args.out:
+        Path(args.out).write_text(text)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

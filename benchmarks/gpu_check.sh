@@ -43,6 +43,10 @@ PYTHONPATH="$PYTHONPATH:$PWD/tests" python3 benchmarks/lap_generous.py --sizes "
     --out "$out_dir/lap_generous.md" > "$out_dir/lap_generous.log" 2>&1 \
     || echo "lap_generous failed (see $out_dir/lap_generous.log)"
 
+echo "== detection per frame, GPU vs CPU (issue 24's speed target)"
+python3 benchmarks/detect_gpu_speed.py --frames 5 --cpu-frames 2 --out "$out_dir/detect_gpu.md" \
+    > "$out_dir/detect_gpu.log" 2>&1 || echo "detect_gpu_speed failed (see $out_dir/detect_gpu.log)"
+
 echo "== end-to-end pipeline benchmark"
 if [ -n "$quick" ]; then
     pipeline_args=(--frames 20 --shape 32,256,256 --particles 1000 --cpu-frames 3)

@@ -11,6 +11,8 @@ from ._edits import TrackEdits
 from ._layers import KIND_KEY
 
 SELECTION_COLOUR = "#ffff00"
+LINK_COLOUR = "#ff00ff"
+"""The two points of the link under review (magenta: apart from every colour mode's palette)."""
 
 
 class SelectionOverlay:
@@ -46,6 +48,20 @@ class SelectionOverlay:
         else:
             point_layer.visible = False
 
+    def show_link(self, edits: TrackEdits | None, source: int | None, target: int | None) -> None:
+        """Mark the two points of the link ``source -> target`` (rows), each drawn in both frames of the link so
+        that both show whichever of them the viewer is at (None: hide)."""
+        if edits is None or source is None or target is None:
+            if "link" in self._layers:
+                self._layers["link"].visible = False
+            return
+        xyz = np.array([[edits.column(c)[r] for c in ("z", "y", "x")] for r in (source, target)], dtype=float)
+        frames = [float(edits.column("frame")[r]) for r in (source, target)]
+        data = np.array([[t, *p] for t in frames for p in xyz])
+        layer = self._layer("link")
+        layer.data = data
+        layer.visible = True
+
     def hide(self) -> None:
         for layer in self._layers.values():
             layer.visible = False
@@ -72,6 +88,11 @@ class SelectionOverlay:
                 colormaps_dict={"selected": Colormap([SELECTION_COLOUR, SELECTION_COLOUR], name="tracker_selected")},
                 tail_width=7, tail_length=10, head_length=0, opacity=0.9, blending="translucent",
                 metadata=metadata,
+            )
+        elif which == "link":
+            layer = Points(
+                np.zeros((1, 4)), name="link under review", size=1.6, symbol="disc", face_color="transparent",
+                border_color=LINK_COLOUR, border_width=0.15, blending="translucent_no_depth", metadata=metadata,
             )
         else:
             layer = Points(

@@ -52,6 +52,7 @@ def relink(
     *,
     pinned: Sequence[tuple[int, int]] | np.ndarray = (),
     forbidden: Sequence[tuple[int, int]] | np.ndarray = (),
+    around: Sequence[tuple[int, int]] | np.ndarray | None = None,
     max_displacement_um: float | None = LINKING_DEFAULTS.max_displacement_um,
     persistence: float | None = LINKING_DEFAULTS.persistence,
     max_gap: int = DEFAULT_MAX_GAP,
@@ -75,6 +76,10 @@ def relink(
         Links ``(source row, target row)``, rows being positions (0-based) in ``tracks`` (then the appended
         detections). A pinned link is kept whatever it costs; its target must lie 1 to ``max_gap + 1`` frames
         after its source, and no two pins may share a source or a target. A forbidden link is never made.
+    around : (k, 2) int array, optional
+        The links (as above) the window is built around; default: every pinned and forbidden one. Pinned and
+        forbidden links elsewhere then constrain the re-solve where the window takes in both their ends (a
+        review's earlier decisions: outside the window no link changes anyway).
     max_displacement_um : float, optional
         The gate (µm per frame); None: the longest one-frame step of the tracks.
     persistence : float in [0, 1], optional
@@ -102,7 +107,8 @@ def relink(
     table = _with_detections({name: np.asarray(column) for name, column in tracks.items()}, detections)
     n = len(table["frame"])
     pinned, forbidden = _pairs(pinned, n, "pinned"), _pairs(forbidden, n, "forbidden")
-    if not len(pinned) and not len(forbidden):
+    around = np.concatenate([pinned, forbidden]) if around is None else _pairs(around, n, "around")
+    if not len(around):
         return table
     if window < 0 or max_gap < 0:
         raise ValueError("window and max_gap must be at least 0")
@@ -110,7 +116,7 @@ def relink(
     rank = np.empty(n, dtype=np.int64)
     rank[order] = np.arange(n)
     problem = _Problem.of(table, order, max_displacement_um, persistence)
-    problem.solve_window(rank[pinned], rank[forbidden], max_gap=max_gap, no_link_factor=no_link_factor,
+    problem.solve_window(rank[pinned], rank[forbidden], rank[around], max_gap=max_gap, no_link_factor=no_link_factor,
                          window=window, radius_um=radius_um, solver=solver)
     return problem.result(table, order)
 
@@ -179,13 +185,17 @@ class _Problem:
         return cls(positions, steps, ndim, predecessor, carried("link_cost").copy(),
                    carried("link_confidence").copy(), float(max_displacement_um), p, float(variance))
 
-    def window_points(self, pinned: np.ndarray, forbidden: np.ndarray, window: int,
-                      radius_um: float) -> tuple[np.ndarray, int, int]:
-        """The points of the window (a boolean mask) and its first and last step."""
-        ends = np.concatenate([pinned.ravel(), forbidden.ravel()])
+    def successors(self) -> np.ndarray:
+        """The point each point links to (-1: none)."""
         successor = np.full(len(self.steps), -1, dtype=np.int64)
         linked = np.flatnonzero(self.predecessor >= 0)
         successor[self.predecessor[linked]] = linked
+        return successor
+
+    def window_points(self, edges: np.ndarray, window: int, radius_um: float) -> tuple[np.ndarray, int, int]:
+        """The points of the window around the links ``edges`` (a boolean mask) and its first and last step."""
+        ends = edges.ravel()
+        successor = self.successors()
         around = np.concatenate([ends, self.predecessor[ends], successor[ends]])
         ends = np.unique(around[around >= 0])  # (the edited points and the points they are linked to now)
         first = int(self.steps[ends].min()) - window
@@ -197,7 +207,7 @@ class _Problem:
         near[ends] = True
         return near, first, last
 
-    def solve_window(self, pinned: np.ndarray, forbidden: np.ndarray, *, max_gap: int, no_link_factor: float,
+    def solve_window(self, pinned: np.ndarray, forbidden: np.ndarray, around: np.ndarray, *, max_gap: int, no_link_factor: float,
                      window: int, radius_um: float | None, solver: str) -> None:
         """Undo the links inside the window and link its frame pairs again with the pins and forbids."""
         steps = self.steps
@@ -210,9 +220,16 @@ class _Problem:
         if len(pinned) and np.any(np.isin(self._keys(pinned), key)):
             raise ValueError("a link is both pinned and forbidden")
         radius = DEFAULT_RADIUS_GATES * self.gate if radius_um is None else float(radius_um)
-        inside, first, last = self.window_points(pinned, forbidden, window, radius)
+        inside, first, last = self.window_points(around, window, radius)
+        pinned = pinned[inside[pinned[:, 0]] & inside[pinned[:, 1]]]
+        forbidden = forbidden[inside[forbidden[:, 0]] & inside[forbidden[:, 1]]]
+        key = self._keys(forbidden)
         undone = np.flatnonzero(inside & (self.predecessor >= 0))
         undone = undone[inside[self.predecessor[undone]]]
+        # (a pin's ends are freed even where the link into its target, or out of its source, reaches outside)
+        also = np.concatenate([pinned[:, 1], self.successors()[pinned[:, 0]]])
+        undone = np.union1d(undone, also[(also >= 0)])
+        undone = undone[self.predecessor[undone] >= 0]
         self.has_successor[self.predecessor[undone]] = False
         self.predecessor[undone] = -1
         self.link_cost[undone] = np.nan

@@ -16,6 +16,8 @@ from qtpy.QtWidgets import QLabel, QVBoxLayout, QWidget
 
 from ._edits import TrackEdits
 from ._layers import points_layer_data, tracks_layer_data, tracks_layer_kwargs, was_edited
+from ._link_review import LinkReview
+from ._queue_panel import QueuePanel
 from ._reader import detections_kwargs
 from ._review import TrackReview
 from ._review_panel import ReviewPanel
@@ -46,15 +48,19 @@ class TrackerWidget(QWidget):
         self._had_parent = parent is not None
         self.track_panel = TrackPanel(napari_viewer)
         self.review_panel = ReviewPanel(napari_viewer, self.review)
+        self.links = LinkReview(self.review)
+        self.queue_panel = QueuePanel(self.links)
         self.status = QLabel("")
         self.status.setWordWrap(True)
         layout = QVBoxLayout(self)
         layout.addWidget(self.track_panel)
         layout.addWidget(self.review_panel)
+        layout.addWidget(self.queue_panel)
         layout.addWidget(self.status)
         layout.addStretch(1)
         self.track_panel.message.connect(self.show_message)
         self.review_panel.message.connect(self.show_message)
+        self.queue_panel.message.connect(self.show_message)
         self.track_panel.tracked.connect(self._on_tracked)
         self.track_panel.show_image_settings(self.track_panel.image)
         self.review_panel.pick_up_existing()
@@ -119,6 +125,8 @@ class TrackerWidget(QWidget):
         self._closed = True
         self.track_panel.close_panel()
         self.review_panel.close_panel()
+        self.queue_panel.close_panel()
+        self.links.close()
         self.review.close()
 
     def changeEvent(self, event) -> None:  # noqa: N802 (Qt API)

@@ -184,6 +184,15 @@ def edits_of_layer(layer) -> TrackEdits:
     """The edit model of a Tracks layer: the one an earlier review left (with its undo history) if the layer
     still shows it, else a new one from the layer's data and features."""
     edits = _EDITS_OF_LAYER.get(_key(layer))
+    if edits is None and layer.metadata.get("session"):  # a restored review session: its history goes on
+        from ._session import load_session
+
+        try:
+            edits = load_session(layer.metadata["session"])[0]
+        except (ValueError, OSError):
+            edits = None
+        if edits is not None:
+            _EDITS_OF_LAYER[_key(layer)] = edits
     if edits is None or not _shows(edits, layer):
         edits = TrackEdits(table_from_tracks_layer(layer.data, layer.features, layer.scale, layer.translate))
         _EDITS_OF_LAYER[_key(layer)] = edits

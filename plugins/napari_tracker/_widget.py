@@ -19,6 +19,7 @@ from ._layers import points_layer_data, tracks_layer_data, tracks_layer_kwargs, 
 from ._link_review import LinkReview
 from ._queue_panel import QueuePanel
 from ._reader import detections_kwargs
+from ._session_keeper import SessionKeeper
 from ._review import TrackReview
 from ._review_panel import ReviewPanel
 from ._track_panel import TrackPanel
@@ -50,6 +51,7 @@ class TrackerWidget(QWidget):
         self.review_panel = ReviewPanel(napari_viewer, self.review)
         self.links = LinkReview(self.review)
         self.queue_panel = QueuePanel(self.links)
+        self.sessions = SessionKeeper(self.review, self.links)
         self.status = QLabel("")
         self.status.setWordWrap(True)
         layout = QVBoxLayout(self)
@@ -61,6 +63,7 @@ class TrackerWidget(QWidget):
         self.track_panel.message.connect(self.show_message)
         self.review_panel.message.connect(self.show_message)
         self.queue_panel.message.connect(self.show_message)
+        self.review_panel.saved.connect(self._on_saved)
         self.track_panel.tracked.connect(self._on_tracked)
         self.track_panel.show_image_settings(self.track_panel.image)
         self.review_panel.pick_up_existing()
@@ -116,6 +119,15 @@ class TrackerWidget(QWidget):
             text += f"\nyour edited tracks stay in '{kept.name}'; this run's are in '{layer.name}'"
         self.show_message(text, "info" if kept is not None else "status")
 
+    def _on_saved(self, path: str) -> None:
+        try:
+            session = self.sessions.save_beside(path)
+        except (OSError, ValueError) as error:
+            self.show_message(f"the review session was not saved: {error}", "warning")
+            return
+        if session is not None:
+            self.show_message(f"saved the tracks to {path} and the review session to {session.name}", "info")
+
     # ---------------------------------------------------------------- closing
 
     def close_widget(self) -> None:
@@ -126,6 +138,7 @@ class TrackerWidget(QWidget):
         self.track_panel.close_panel()
         self.review_panel.close_panel()
         self.queue_panel.close_panel()
+        self.sessions.close()
         self.links.close()
         self.review.close()
 

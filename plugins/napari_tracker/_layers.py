@@ -205,9 +205,15 @@ def was_edited(layer) -> bool:
     return edits is not None and edits.version > 0
 
 
-def show_tracks(layer, edits: TrackEdits, correct: np.ndarray | None, colour_by: str) -> None:
-    """Put the live points of ``edits`` into a Tracks layer, coloured by ``colour_by`` (a :data:`COLOUR_BY` key)."""
+def show_tracks(layer, edits: TrackEdits, correct: np.ndarray | None, colour_by: str,
+                hidden: np.ndarray | None = None) -> None:
+    """Put the live points of ``edits`` into a Tracks layer, coloured by ``colour_by`` (a :data:`COLOUR_BY` key);
+    the points ``hidden`` (a mask in display order) get no colour: napari draws nothing where a colour value is
+    NaN (the data stay, so picking and edits are unchanged)."""
     data, features, graph = tracks_layer_data(edits, correct)
+    if hidden is not None and len(hidden) == len(data):
+        for name in COLOUR_BY.values():
+            features[name] = np.where(hidden, np.nan, features[name])
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", UserWarning)  # "color_by key not present" while data and features differ
         if len(data) == 0:

@@ -15,6 +15,7 @@ from qtpy.QtCore import QEvent
 from qtpy.QtWidgets import QLabel, QVBoxLayout, QWidget
 
 from ._edits import TrackEdits
+from ._analysis_panel import AnalysisPanel
 from ._layers import points_layer_data, tracks_layer_data, tracks_layer_kwargs, was_edited
 from ._link_review import LinkReview
 from ._queue_panel import QueuePanel
@@ -52,12 +53,14 @@ class TrackerWidget(QWidget):
         self.links = LinkReview(self.review)
         self.queue_panel = QueuePanel(self.links)
         self.sessions = SessionKeeper(self.review, self.links)
+        self.analysis_panel = AnalysisPanel(self.review)
         self.status = QLabel("")
         self.status.setWordWrap(True)
         layout = QVBoxLayout(self)
         layout.addWidget(self.track_panel)
         layout.addWidget(self.review_panel)
         layout.addWidget(self.queue_panel)
+        layout.addWidget(self.analysis_panel)
         layout.addWidget(self.status)
         layout.addStretch(1)
         self.track_panel.message.connect(self.show_message)
@@ -138,6 +141,7 @@ class TrackerWidget(QWidget):
         self.track_panel.close_panel()
         self.review_panel.close_panel()
         self.queue_panel.close_panel()
+        self.analysis_panel.close_panel()
         self.sessions.close()
         self.links.close()
         self.review.close()

@@ -229,11 +229,15 @@ class TrackEdits(LiveTracks):
         return edit
 
     def predecessor_rows(self) -> np.ndarray:
-        """For every row, the row of the previous live point of its track (-1: a start, or a deleted row)."""
-        rows, pred = _predecessors(self._columns["track_id"], self._columns["frame"], self._alive)
-        out = np.full(self._n, -1, dtype=np.int64)
-        out[rows] = pred
-        return out
+        """For every row, the row of the previous live point of its track (-1: a start, or a deleted row);
+        cached until the next change (read-only by convention)."""
+        out = self._cache.get("predecessor_rows")
+        if out is None:
+            rows, pred = _predecessors(self._columns["track_id"], self._columns["frame"], self._alive)
+            out = np.full(self._n, -1, dtype=np.int64)
+            out[rows] = pred
+            self._cache["predecessor_rows"] = out
+        return out  # type: ignore[return-value]
 
     def new_id(self) -> int:
         """A track id no row has had."""

@@ -76,7 +76,7 @@ class AnalysisPanel(QGroupBox):
     def _fold(self, on: bool) -> None:
         for widget in self._widgets:
             widget.setVisible(on)
-        self.setFlat(not on)
+        self.setMaximumHeight(16_777_215 if on else self.fontMetrics().height() * 2)
 
     def set_filters(self, min_length: int = 1, max_cost: float | None = None) -> None:
         """Hide tracks shorter than ``min_length`` points or with a link costlier than ``max_cost`` (µm²)."""

@@ -14,13 +14,16 @@ from collections.abc import Callable
 import numpy as np
 
 from ._decisions import LinkDecisions, relink_options
+from ._layers import POINT_SIZE_UM
 from ._review import TrackReview
 from ._review_queue import ReviewQueue
 from ._shortcuts import bind_shortcuts, unbind_shortcuts
 from ._view import zoom_to
 
 LINK_CONTEXT_STEPS = 6.0
-"""Going to a link zooms to show this many times the link's length across (at least its track's step)."""
+"""Going to a link zooms to show this many times the link's length across, and at least
+:data:`LINK_CONTEXT_POINTS` drawn points' sizes (the neighbours that could have taken the link stay in view)."""
+LINK_CONTEXT_POINTS = 12.0
 
 
 class LinkReview:
@@ -126,7 +129,8 @@ class LinkReview:
             viewer.dims.set_point(axes, values)
         displayed = [d - 1 for d in viewer.dims.displayed if d >= 1]
         length = float(np.linalg.norm(xyz[1, displayed] - xyz[0, displayed])) if source >= 0 else 0.0
-        zoom_to(viewer, xyz.mean(axis=0), LINK_CONTEXT_STEPS * max(length, 1e-3), self._scene_size(displayed))
+        zoom_to(viewer, xyz.mean(axis=0), max(LINK_CONTEXT_STEPS * length, LINK_CONTEXT_POINTS * POINT_SIZE_UM),
+                self._scene_size(displayed))
         self.review.select(int(edits.column("track_id")[row]), int(row), notify=False)
         self.review.overlay.show_link(edits, source if source >= 0 else None, int(row))
         self.review.say(f"link into track {int(edits.column('track_id')[row])} frame "

@@ -59,6 +59,7 @@ class QueuePanel(QGroupBox):
     def _fold(self, on: bool) -> None:
         for widget in self._widgets:
             widget.setVisible(on)
+        self.setMaximumHeight(16_777_215 if on else self.fontMetrics().height() * 2)
 
     def _on_order(self, text: str) -> None:
         if not text or text == self.links.order:

@@ -99,8 +99,8 @@ class SelectionOverlay:
             )
         elif which == "link":
             layer = Points(
-                np.zeros((1, 4)), name="link under review", size=1.6, symbol="disc", face_color="transparent",
-                border_color=LINK_COLOUR, border_width=0.15, blending="translucent_no_depth", metadata=metadata,
+                np.zeros((1, 4)), name="link under review", size=0.9, symbol="disc", face_color="transparent",
+                border_color=LINK_COLOUR, border_width=0.2, blending="translucent_no_depth", metadata=metadata,
             )
         else:
             layer = Points(

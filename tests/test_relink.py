@@ -11,13 +11,14 @@ from scipy.optimize import linear_sum_assignment
 
 import tracker
 from tracker.linking import link_detections, relink, track_links
+from tracker.linking.frame_pair import IN_PAIR_GAP_PENALTY_FACTOR
 from tracker.linking.relink import predecessors
 from tracker.simulate import simulate_tracks
 
 BIG = 1e12
 
 
-def oracle(tracks, pinned, forbidden, *, gate, persistence, max_gap, no_link_factor, window, radius):
+def oracle(tracks, pinned, forbidden, *, gate, persistence, max_gap, no_link_factor, window, radius, gap_price=0.0):
     """The predecessor of every point after re-solving the window, built from scratch (loops, dense matrices)."""
     frames = np.asarray(tracks["frame"], dtype=np.int64)
     pos = np.column_stack([tracks[a] for a in ("z", "y", "x")]).astype(float)
@@ -63,12 +64,14 @@ def oracle(tracks, pinned, forbidden, *, gate, persistence, max_gap, no_link_fac
         if not rows or not cols:
             continue
         c = np.full((len(rows), len(cols)), np.inf)
+        recorded = np.full((len(rows), len(cols)), np.nan)
         for a, i in enumerate(rows):
             n = s - frames[i]
             for b, j in enumerate(cols):
                 d = np.linalg.norm(pos[j] - predicted(i, n))
                 if d <= gate * np.sqrt(n) and (i, j) not in forbidden:
-                    c[a, b] = d * d / n
+                    recorded[a, b] = d * d / n
+                    c[a, b] = d * d / n + gap_price * (n - 1)
         if not np.isfinite(c).any():
             continue
         alt = no_link_factor * c[np.isfinite(c)].max()
@@ -83,7 +86,7 @@ def oracle(tracks, pinned, forbidden, *, gate, persistence, max_gap, no_link_fac
             if a < nr and b < nc:
                 assert m[a, b] < BIG
                 pred[cols[b]] = rows[a]
-                cost[cols[b]] = c[a, b]
+                cost[cols[b]] = recorded[a, b]
     return pred, cost, inside
 
 
@@ -96,10 +99,16 @@ def random_tracks(seed, n_frames, per_frame, gate):
     return link_detections(det, gate, motion="none", adaptive_radius=False, max_gap=0, smoothing=False)
 
 
-def check_against_oracle(tracks, pinned, forbidden, **options):
+VARIANCE = 0.05
+"""µm² per axis: the step variance the tests give relink (the unit of gap_penalty)."""
+
+
+def check_against_oracle(tracks, pinned, forbidden, gap_penalty=0.0, **options):
     out = relink(tracks, pinned=pinned, forbidden=forbidden, solver="scipy", max_displacement_um=options["gate"],
-                 persistence=options["persistence"], max_gap=options["max_gap"],
-                 no_link_factor=options["no_link_factor"], window=options["window"], radius_um=options["radius"])
+                 persistence=options["persistence"], max_gap=options["max_gap"], gap_penalty=gap_penalty,
+                 variance_um2=VARIANCE, no_link_factor=options["no_link_factor"], window=options["window"],
+                 radius_um=options["radius"])
+    options["gap_price"] = IN_PAIR_GAP_PENALTY_FACTOR * gap_penalty * VARIANCE
     expected_pred, expected_cost, inside = oracle(tracks, pinned, forbidden, **options)
     got = predecessors(out["track_id"], np.asarray(out["frame"]))
     np.testing.assert_array_equal(got, expected_pred)
@@ -121,9 +130,9 @@ def check_against_oracle(tracks, pinned, forbidden, **options):
 @given(seed=st.integers(0, 10_000), n_frames=st.integers(2, 6), per_frame=st.integers(1, 6),
        max_gap=st.integers(0, 2), persistence=st.sampled_from([0.0, 0.6]), window=st.integers(0, 2),
        radius=st.sampled_from([1.5, 100.0]), n_pins=st.integers(0, 3), n_forbids=st.integers(0, 3),
-       )
+       gap_penalty=st.sampled_from([0.0, 2.0]))
 def test_relink_equals_a_solve_from_scratch(seed, n_frames, per_frame, max_gap, persistence, window, radius, n_pins,
-                                            n_forbids):
+                                            n_forbids, gap_penalty):
     gate = 2.5
     tracks = random_tracks(seed, n_frames, per_frame, gate)
     frames = np.asarray(tracks["frame"])
@@ -142,8 +151,8 @@ def test_relink_equals_a_solve_from_scratch(seed, n_frames, per_frame, max_gap, 
             targets.add(j)
     if not pinned and not forbidden:
         return
-    check_against_oracle(tracks, pinned, forbidden, gate=gate, persistence=persistence, max_gap=max_gap,
-                         no_link_factor=1.05, window=window, radius=radius)
+    check_against_oracle(tracks, pinned, forbidden, gap_penalty, gate=gate, persistence=persistence,
+                         max_gap=max_gap, no_link_factor=1.05, window=window, radius=radius)
 
 
 @pytest.fixture(scope="module")
@@ -158,8 +167,8 @@ def test_forbidding_a_link_relinks_locally_and_matches_the_oracle(simulated):
     i = int(np.nanargmin(tracks["link_confidence"]))
     j = i - 1
     assert tracks["track_id"][j] == tracks["track_id"][i]
-    out = check_against_oracle(tracks, [], [(j, i)], gate=1.5, persistence=0.3, max_gap=1, no_link_factor=1.05,
-                               window=1, radius=3.0)
+    out = check_against_oracle(tracks, [], [(j, i)], 1.0, gate=1.5, persistence=0.3, max_gap=1,
+                               no_link_factor=1.05, window=1, radius=3.0)
     assert predecessors(out["track_id"], out["frame"])[i] != j
 
 

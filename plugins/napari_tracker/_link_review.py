@@ -153,10 +153,8 @@ class LinkReview:
 
     def _decide(self, what: str, decide) -> bool:
         row = self.current if what != "pin_track" else self.review.selected_track
-        hint = {"accept": "go to a link first (next doubtful link)", "reject": "go to a link first (next doubtful link)",
-                "pin_track": "select a track to pin (click it)"}[what]
-        ok = self.review._apply(row is not None and self.decisions is not None, hint, lambda: decide(row))
-        return ok
+        hint = "select a track to pin (click it)" if what == "pin_track" else "go to a link first (next doubtful link)"
+        return self.review._apply(row is not None and self.decisions is not None, hint, lambda: decide(row))
 
     def accept(self) -> bool:
         """Pin the link under review, mark it reviewed and go to the next."""

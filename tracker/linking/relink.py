@@ -15,6 +15,9 @@ source's predicted position ``x + (p + … + p^n) v`` (:func:`tracker.linking.mo
 source's last step per frame, ``n`` the frames spanned), divided by ``n``; candidates lie within the gate,
 ``max_displacement_um`` times ``sqrt(n)``, of the prediction (:func:`tracker.costs.gated_links_per_source`), and
 staying unlinked costs ``no_link_factor`` times the largest candidate cost (:func:`tracker.costs.no_link_cost`).
+In the assignment a link across ``g`` missing frames also pays, per missing frame, the forward pass's
+:data:`~tracker.linking.frame_pair.IN_PAIR_GAP_PENALTY_FACTOR` times ``gap_penalty`` squared SDs of a step
+(``variance_um2``), so that a track end does not take a detection from a particle seen in the frame before.
 This is the linker's plain (unscaled) cost model with a fixed persistence; the passes that need the whole
 movie (smoothing, point exchanges, the motion model's per-track scatter) do not run. Links outside the window are
 never changed.
@@ -32,7 +35,8 @@ from ..costs import DEFAULT_NO_LINK_FACTOR, gated_links_per_source, no_link_cost
 from ..params import LINKING_DEFAULTS
 from ..tables import Table, positions_um, require_columns, stable_argsort
 from .confidence import chosen_edge_index, link_confidence
-from .gap_closing import DEFAULT_MAX_GAP
+from .frame_pair import IN_PAIR_GAP_PENALTY_FACTOR
+from .gap_closing import DEFAULT_GAP_PENALTY, DEFAULT_MAX_GAP
 from .linker import frame_steps, motion_space
 from .motion import MotionModel, predict_positions
 from .track_state import tracks_in_order
@@ -56,7 +60,9 @@ def relink(
     max_displacement_um: float | None = LINKING_DEFAULTS.max_displacement_um,
     persistence: float | None = LINKING_DEFAULTS.persistence,
     max_gap: int = DEFAULT_MAX_GAP,
+    gap_penalty: float = DEFAULT_GAP_PENALTY,
     no_link_factor: float = DEFAULT_NO_LINK_FACTOR,
+    variance_um2: float | None = None,
     window: int = DEFAULT_WINDOW,
     radius_um: float | None = None,
     solver: str = LINKING_DEFAULTS.solver,
@@ -87,8 +93,13 @@ def relink(
         MotionModel`, 0 with fewer than 50 pairs of successive steps).
     max_gap : int
         Track ends up to this many missing frames back compete in each frame pair.
+    gap_penalty : float
+        Price of a missing frame in a link across a gap (squared SDs of a step, as in the linker).
     no_link_factor : float
         "No link" cost as a multiple of the pair's largest candidate cost.
+    variance_um2 : float, optional
+        Per-axis variance of a step around its prediction (µm²), the unit of ``gap_penalty`` and of the
+        confidences; None: estimated from the tracks' steps (the residual variance of the motion model).
     window : int
         Frames re-solved before the first and after the last edited link (:data:`DEFAULT_WINDOW`).
     radius_um : float, optional
@@ -115,7 +126,8 @@ def relink(
     order = stable_argsort(np.asarray(table["frame"], dtype=np.int64))  # (internal order: by frame)
     rank = np.empty(n, dtype=np.int64)
     rank[order] = np.arange(n)
-    problem = _Problem.of(table, order, max_displacement_um, persistence)
+    problem = _Problem.of(table, order, max_displacement_um, persistence, variance_um2)
+    problem.gap_price = IN_PAIR_GAP_PENALTY_FACTOR * float(gap_penalty) * problem.variance
     problem.solve_window(rank[pinned], rank[forbidden], rank[around], max_gap=max_gap, no_link_factor=no_link_factor,
                          window=window, radius_um=radius_um, solver=solver)
     return problem.result(table, order)
@@ -152,10 +164,11 @@ class _Problem:
         self.has_successor[predecessor[predecessor >= 0]] = True
         self.gate, self.persistence, self.variance = gate, persistence, variance
         self.changed = np.zeros(len(steps), dtype=bool)
+        self.gap_price = 0.0  # (µm² per missing frame in the assignment's costs)
 
     @classmethod
     def of(cls, table: Table, order: np.ndarray, max_displacement_um: float | None,
-           persistence: float | None) -> _Problem:
+           persistence: float | None, variance_um2: float | None = None) -> _Problem:
         positions, ndim = motion_space(np.take(positions_um(table), order, axis=0))
         steps = frame_steps(np.asarray(table["frame"], dtype=np.int64)[order])
         track_id = np.asarray(table["track_id"], dtype=np.int64)[order]
@@ -177,8 +190,9 @@ class _Problem:
         model.update(step[one], step[np.maximum(before, 0)], before >= 0)
         p = model.current_persistence()
         # Costs in squared SDs for the confidences: the residual (or step) variance of the tracks' own motion.
-        variance = model.residual_variance() if p > 0 else model.step_variance()
-        if not variance:
+        variance = variance_um2 if variance_um2 is not None else (
+            model.residual_variance() if p > 0 else model.step_variance())
+        if not variance or not np.isfinite(variance) or variance <= 0:
             variance = (max_displacement_um / 3.0) ** 2 / ndim
         carried = (lambda name: np.asarray(table[name], dtype=np.float64)[order] if name in table
                    else np.full(len(steps), np.nan))
@@ -207,7 +221,8 @@ class _Problem:
         near[ends] = True
         return near, first, last
 
-    def solve_window(self, pinned: np.ndarray, forbidden: np.ndarray, around: np.ndarray, *, max_gap: int, no_link_factor: float,
+    def solve_window(self, pinned: np.ndarray, forbidden: np.ndarray, around: np.ndarray, *, max_gap: int,
+                     no_link_factor: float,
                      window: int, radius_um: float | None, solver: str) -> None:
         """Undo the links inside the window and link its frame pairs again with the pins and forbids."""
         steps = self.steps
@@ -268,12 +283,13 @@ class _Problem:
             r, c, distance_sq = r[allowed], c[allowed], distance_sq[allowed]
         if r.size == 0:
             return
-        cost = distance_sq / n_steps[r]
-        alternative = no_link_cost(cost, self.gate, no_link_factor)
-        chosen_r, chosen_c = lap.solve_gated(r, c, cost, (len(rows), len(cols)), alternative, solver=solver)
+        cost = distance_sq / n_steps[r]  # (the table's link_cost)
+        price = cost + self.gap_price * (n_steps[r] - 1)  # (the assignment's)
+        alternative = no_link_cost(price, self.gate, no_link_factor)
+        chosen_r, chosen_c = lap.solve_gated(r, c, price, (len(rows), len(cols)), alternative, solver=solver)
         index = chosen_edge_index(r, c, chosen_r, chosen_c, len(cols))
         unlinked = alternative / self.variance
-        confidence = link_confidence(r, c, cost / self.variance, np.full(len(rows), unlinked),
+        confidence = link_confidence(r, c, price / self.variance, np.full(len(rows), unlinked),
                                      np.full(len(cols), unlinked), chosen_r, chosen_c, index)
         self._record(rows[chosen_r], cols[chosen_c], cost[index], confidence)
 

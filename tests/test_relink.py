@@ -263,3 +263,25 @@ def test_earlier_decisions_constrain_the_window_without_widening_it(simulated):
     after = predecessors(out["track_id"], frames)
     assert after[j] != pred[j] and after[i] != pred[i]
     assert after[far] == pred[far]
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("solver", ["hungarian-tree", "hungarian-classical", "auction"])
+def test_the_gpu_solvers_give_the_same_relink(simulated, solver):
+    """Through tracker.lap on the GPU: the same links as SciPy (random positions: no ties)."""
+    i = int(np.nanargmin(simulated["link_confidence"]))
+    options = {"forbidden": [(i - 1, i)], "max_displacement_um": 1.5, "window": 3, "radius_um": 100.0}
+    expected = relink(simulated, solver="scipy", **options)
+    got = relink(simulated, solver=solver, **options)
+    frames = np.asarray(simulated["frame"])
+    np.testing.assert_array_equal(predecessors(got["track_id"], frames), predecessors(expected["track_id"], frames))
+
+
+def test_two_dimensional_tracks():
+    rng = np.random.default_rng(4)
+    det = {"frame": np.repeat(np.arange(6), 8), "y": rng.uniform(0, 6, 48), "x": rng.uniform(0, 6, 48)}
+    tracks = link_detections(det, 2.0)
+    pred = predecessors(np.asarray(tracks["track_id"]), np.asarray(tracks["frame"]))
+    j = int(np.flatnonzero(pred >= 0)[3])
+    out = relink(tracks, forbidden=[(int(pred[j]), j)], max_displacement_um=2.0)
+    assert "z" not in out and predecessors(out["track_id"], out["frame"])[j] != pred[j]

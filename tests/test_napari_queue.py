@@ -127,3 +127,17 @@ def test_order_by_ground_truth_puts_wrong_links_first(viewer, tracked):
     widget.links.next_link()
     position = int(np.flatnonzero(live == widget.links.current)[0])
     assert review.correct[position] == 1
+
+
+def test_decisions_apply_to_a_clicked_point(viewer, tracked):
+    widget = tracked
+    review, links = widget.review, widget.links
+    edits = review.edits
+    track = int(edits.summary()["track_id"][np.argmax(edits.summary()["length"])])
+    rows = edits.track_rows(track)
+    review.select(track, int(rows[4]))  # as a click on that point does
+    source = int(rows[3])
+    assert links.target == rows[4] and widget.queue_panel.buttons["reject"].isEnabled()
+    assert links.reject()
+    assert (source, int(rows[4])) in edits.forbidden
+    assert edits.predecessor_rows()[rows[4]] != source

@@ -87,8 +87,15 @@ class LinkReview:
 
     @property
     def current(self) -> int | None:
-        """Target row of the link under review."""
+        """Target row of the link under review (the queue's)."""
         return None if self.queue is None else self.queue.current
+
+    @property
+    def target(self) -> int | None:
+        """The link decisions apply to, by its target row: the selected point's (a click chose it), else the
+        queue's."""
+        selected = self.review.selected_row
+        return selected if selected is not None else self.current
 
     # ---------------------------------------------------------------- moving
 
@@ -152,21 +159,21 @@ class LinkReview:
     # ---------------------------------------------------------------- decisions
 
     def _decide(self, what: str, decide) -> bool:
-        row = self.current if what != "pin_track" else self.review.selected_track
+        row = self.target if what != "pin_track" else self.review.selected_track
         hint = "select a track to pin (click it)" if what == "pin_track" else "go to a link first (next doubtful link)"
         return self.review._apply(row is not None and self.decisions is not None, hint, lambda: decide(row))
 
     def accept(self) -> bool:
-        """Pin the link under review, mark it reviewed and go to the next."""
+        """Pin the link into the selected point (the one under review), mark it reviewed, go to the next."""
         if self._decide("accept", lambda row: self.decisions.accept(row)):
             self.next_link()
             return True
         return False
 
     def reject(self) -> bool:
-        """Forbid the link under review and re-solve around it (one undoable edit); stays on its target point
-        to show what replaced the link."""
-        row = self.current
+        """Forbid the link into the selected point (the one under review) and re-solve around it (one undoable
+        edit); stays on that point to show what replaced the link."""
+        row = self.target
         if not self._decide("reject", lambda r: self.decisions.reject(r)):
             return False
         source = int(self.review.edits.predecessor_rows()[row])

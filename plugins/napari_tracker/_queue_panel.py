@@ -81,7 +81,7 @@ class QueuePanel(QGroupBox):
             self.order_combo.setCurrentText(self.links.order)
             self.order_combo.blockSignals(False)
         has_queue = self.links.queue is not None
-        on_link = has_queue and self.links.current is not None
+        on_link = has_queue and self.links.target is not None
         for name, button in self.buttons.items():
             button.setEnabled(on_link if name in ("accept", "reject") else
                               (has_queue and self.links.review.selected_track is not None) if name == "pin_track"

@@ -129,7 +129,8 @@ class TrackerWidget(QWidget):
             self.show_message(f"the review session was not saved: {error}", "warning")
             return
         if session is not None:
-            self.show_message(f"saved the tracks to {path} and the review session to {session.name}", "info")
+            n_tracks = len(self.review.edits.track_ids())
+            self.show_message(f"saved {n_tracks} tracks to {path}, the review session to {session.name}", "info")
 
     # ---------------------------------------------------------------- closing
 

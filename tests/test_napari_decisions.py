@@ -37,7 +37,10 @@ def test_reject_forbids_relinks_as_the_api_does_and_undoes_in_one_step(linked):
     before = snapshot(edits)
     row = int(np.nanargmin(edits.column("link_confidence")))
     source = decisions.source_of(row)
+    pred_before = edits.predecessor_rows().copy()
     edit = decisions.reject(row)
+    n_changed = int(np.count_nonzero(edits.predecessor_rows() != pred_before))
+    assert n_changed >= 1 and f"re-solved: {n_changed} link" in edit.description
     assert (source, row) in edits.forbidden and (source, row) not in links_of(edits)
     # The same re-solve through the public API on the same table (rows in the same order) gives the same links.
     expected = relink(linked, forbidden=[(source, row)], **OPTIONS)

@@ -107,7 +107,6 @@ class LinkDecisions:
         for value in fresh:  # (relink numbers new pieces above the live ids; the model knows deleted ones too)
             new_ids[new_ids == value] = edits.new_id()
         cells: dict[str, tuple[np.ndarray, np.ndarray]] = {}
-        changed_link = np.zeros(len(live), dtype=bool)
         for name, values in (("track_id", new_ids), ("link_cost", after["link_cost"]),
                              ("link_confidence", after["link_confidence"])):
             if name not in before:
@@ -115,19 +114,30 @@ class LinkDecisions:
             old = before[name]
             differ = ~((old == values) | (np.isnan(old) & np.isnan(values))) if old.dtype.kind == "f" \
                 else old != values
-            changed_link |= differ
             if np.any(differ):
                 cells[name] = (live[differ], np.asarray(values)[differ])
-        if "reviewed" in edits.column_names:  # a re-solved link is a new one: not reviewed yet
-            redo = live[changed_link & edits.column("reviewed")[live] & ~_flag(edits, "pinned", live)]
+        # The links that changed: the previous point of the track (by position in ``live``) differs.
+        frames = edits.column("frame")[live]
+        changed = _previous(before["track_id"], frames) != _previous(new_ids, frames)
+        if "reviewed" in edits.column_names:  # a link the re-solve changed is a new one: not reviewed yet
+            redo = live[changed & edits.column("reviewed")[live] & ~_flag(edits, "pinned", live)]
             if len(redo):
                 cells["reviewed"] = (redo, np.zeros(len(redo), dtype=bool))
         row = int(forbid[1])
-        n_changed = int(np.count_nonzero(changed_link))
-        return edits.change_cells(f"{description} (re-solved: {n_changed} points changed)", cells, forbid=[forbid],
-                                  selection=(int(cells["track_id"][1][cells["track_id"][0] == row][0])
-                                             if "track_id" in cells and np.any(cells["track_id"][0] == row)
-                                             else int(edits.column("track_id")[row]), row))
+        n_changed = int(np.count_nonzero(changed))
+        track = cells["track_id"][1][cells["track_id"][0] == row] if "track_id" in cells else []
+        track = int(track[0]) if len(track) else int(edits.column("track_id")[row])
+        return edits.change_cells(f"{description} (re-solved: {n_changed} link{'s' * (n_changed != 1)} changed)",
+                                  cells, forbid=[forbid], selection=(track, row))
+
+
+def _previous(track_id: np.ndarray, frames: np.ndarray) -> np.ndarray:
+    """For each point, the index of the previous point of its track (-1 at a start)."""
+    order = np.lexsort((frames, track_id))
+    same = track_id[order][1:] == track_id[order][:-1]
+    previous = np.full(len(track_id), -1, dtype=np.int64)
+    previous[order[1:][same]] = order[:-1][same]
+    return previous
 
 
 def _flag(edits: TrackEdits, name: str, rows: np.ndarray) -> np.ndarray:

@@ -141,7 +141,7 @@ def test_relink_equals_a_solve_from_scratch(seed, n_frames, per_frame, max_gap, 
     rng = np.random.default_rng(seed + 1)
     forbidden = [links[k] for k in rng.permutation(len(links))[:n_forbids]]
     pairs = [(i, j) for i in range(len(frames)) for j in range(len(frames))
-             if 1 <= frames[j] - frames[i] <= max_gap + 1 and (i, j) not in forbidden]
+             if 1 <= frames[j] - frames[i] <= max_gap + 2 and (i, j) not in forbidden]  # (some beyond max_gap)
     pinned, sources, targets = [], set(), set()
     for k in rng.permutation(len(pairs))[:n_pins]:
         i, j = pairs[k]
@@ -215,7 +215,7 @@ def test_deleted_detections_come_back_through_the_detections_argument(simulated)
 
 @pytest.mark.parametrize("pinned, forbidden, message", [
     ([(0, 1), (0, 2)], [], "share a source"),
-    ([(0, 0)], [], "frames later"),
+    ([(0, 0)], [], "later frame"),
     ([], [(0, 10**6)], "row numbers"),
 ])
 def test_bad_edits_are_refused(simulated, pinned, forbidden, message):

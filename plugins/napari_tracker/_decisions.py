@@ -94,7 +94,10 @@ class LinkDecisions:
         forbidden = [(position[a], position[b]) for a, b in edits.forbidden | {forbid}
                      if position[a] >= 0 and position[b] >= 0]
         around = [(position[forbid[0]], position[forbid[1]])]
-        out = relink(table, pinned=pinned, forbidden=forbidden, around=around, **self.options)
+        try:
+            out = relink(table, pinned=pinned, forbidden=forbidden, around=around, **self.options)
+        except ValueError as error:  # (said to the reviewer, as edits' errors are)
+            raise EditError(f"cannot re-solve: {error}") from error
         return self._commit(description, live, table, out, forbid)
 
     def _commit(self, description: str, live: np.ndarray, before: dict[str, np.ndarray],

@@ -80,8 +80,8 @@ def relink(
         tracks' points by frame and exact position.
     pinned, forbidden : (k, 2) int arrays or sequences of pairs
         Links ``(source row, target row)``, rows being positions (0-based) in ``tracks`` (then the appended
-        detections). A pinned link is kept whatever it costs; its target must lie 1 to ``max_gap + 1`` frames
-        after its source, and no two pins may share a source or a target. A forbidden link is never made.
+        detections). A pinned link is kept whatever it costs and however many frames it spans (its target in a
+        later frame than its source); no two pins may share a source or a target. A forbidden link is never made.
     around : (k, 2) int array, optional
         The links (as above) the window is built around; default: every pinned and forbidden one. Pinned and
         forbidden links elsewhere then constrain the re-solve where the window takes in both their ends (a
@@ -227,8 +227,8 @@ class _Problem:
         """Undo the links inside the window and link its frame pairs again with the pins and forbids."""
         steps = self.steps
         spans = steps[pinned[:, 1]] - steps[pinned[:, 0]] if len(pinned) else np.zeros(0, dtype=np.int64)
-        if np.any(spans < 1) or np.any(spans > max_gap + 1):
-            raise ValueError(f"a pinned link must join a point to one 1 to {max_gap + 1} frames later (max_gap)")
+        if np.any(spans < 1):
+            raise ValueError("a pinned link must join a point to one in a later frame")
         if len(np.unique(pinned[:, 0])) < len(pinned) or len(np.unique(pinned[:, 1])) < len(pinned):
             raise ValueError("two pinned links share a source or a target")
         key = self._keys(forbidden)

@@ -30,9 +30,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ._live_tracks import EditError, LiveTracks
+from ._live_tracks import REVIEW_FLAGS, EditError, LiveTracks
 
-FLAG_COLUMNS = ("pinned", "reviewed")
+FLAG_COLUMNS = REVIEW_FLAGS
 """Per-row review flags of the link *into* the row: a reviewer pinned it (a re-solve keeps it), or looked at it.
 Added on first use; an edit that changes the link clears them."""
 

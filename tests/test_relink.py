@@ -249,9 +249,9 @@ def test_earlier_decisions_constrain_the_window_without_widening_it(simulated):
     edit = (int(pred[i]), i)
     # An earlier pin far away in time (outside the window) changes nothing; one inside is kept.
     far = [j for j in np.flatnonzero(pred >= 0) if abs(frames[j] - frames[i]) > 6][0]
-    alone = relink(tracks, forbidden=[edit], max_displacement_um=1.5, window=1)
+    alone = relink(tracks, forbidden=[edit], max_displacement_um=1.5, window=1, radius_um=3.0)
     with_far_pin = relink(tracks, pinned=[(int(pred[far]), int(far))], forbidden=[edit], around=[edit],
-                          max_displacement_um=1.5, window=1)
+                          max_displacement_um=1.5, window=1, radius_um=3.0)
     np.testing.assert_array_equal(alone["track_id"], with_far_pin["track_id"])
     # An earlier forbid inside the window (a neighbour's link in the same frame) is respected; a far one is
     # outside: its link stays.
@@ -259,7 +259,7 @@ def test_earlier_decisions_constrain_the_window_without_widening_it(simulated):
     same = np.flatnonzero((frames == frames[i]) & (pred >= 0) & (np.arange(len(pred)) != i))
     j = int(same[np.argmin(np.linalg.norm(pos[same] - pos[i], axis=1))])
     out = relink(tracks, forbidden=[edit, (int(pred[j]), j), (int(pred[far]), int(far))], around=[edit],
-                 max_displacement_um=1.5, window=1)
+                 max_displacement_um=1.5, window=1, radius_um=3.0)
     after = predecessors(out["track_id"], frames)
     assert after[j] != pred[j] and after[i] != pred[i]
     assert after[far] == pred[far]

@@ -104,11 +104,11 @@ class LinkDecisions:
                 after: dict[str, np.ndarray], forbid: tuple[int, int]) -> Edit:
         """The re-solve's changes to ``live`` rows as one edit; new track pieces get fresh ids of the model."""
         edits = self.edits
-        new_ids = np.asarray(after["track_id"], dtype=np.int64).copy()
-        old_ids = before["track_id"]
-        fresh = np.unique(new_ids[~np.isin(new_ids, old_ids)])
+        solved = np.asarray(after["track_id"], dtype=np.int64)
+        new_ids = solved.copy()
+        fresh = np.unique(solved[~np.isin(solved, before["track_id"])])
         for value in fresh:  # (relink numbers new pieces above the live ids; the model knows deleted ones too)
-            new_ids[new_ids == value] = edits.new_id()
+            new_ids[solved == value] = edits.new_id()  # (looked up in relink's ids: a new id may equal a later one)
         cells: dict[str, tuple[np.ndarray, np.ndarray]] = {}
         for name, values in (("track_id", new_ids), ("link_cost", after["link_cost"]),
                              ("link_confidence", after["link_confidence"])):

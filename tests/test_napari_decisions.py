@@ -118,3 +118,21 @@ def test_the_queue_puts_wrong_links_first_by_ground_truth(linked):
 def test_relink_options_take_the_runs_linking_parameters():
     assert relink_options({"max_displacement_um": 2.0, "spot_radius_um": 0.4, "persistence": None,
                            "max_gap": 2}) == {"max_displacement_um": 2.0, "max_gap": 2}
+
+
+def test_new_pieces_of_a_re_solve_get_distinct_fresh_ids():
+    """Two new pieces whose re-solve ids (above the live ids) meet the model's next ids stay two tracks."""
+    rows = [(0, t, 0.0, 0.0, float(t)) for t in range(4)] + [(1, t, 0.0, 5.0, float(t)) for t in range(4)] \
+        + [(2, 9, 0.0, 9.0, 9.0)]
+    table = {name: np.array(column) for name, column in zip(("track_id", "frame", "z", "y", "x"), zip(*rows))}
+    edits = TrackEdits(table)
+    edits.delete_track(2)  # the model's next id is 3; the live ids are 0 and 1
+    live = edits.rows()
+    before = {name: edits.column(name)[live].copy() for name in ("track_id", "link_cost")}
+    after = {"track_id": before["track_id"].copy(), "link_cost": before["link_cost"].copy(),
+             "link_confidence": np.full(len(live), np.nan)}
+    frames = edits.column("frame")[live]
+    after["track_id"][(before["track_id"] == 0) & (frames >= 2)] = 2  # relink's new pieces: 2 and 3
+    after["track_id"][(before["track_id"] == 1) & (frames >= 2)] = 3
+    LinkDecisions(edits, OPTIONS)._commit("split both", live, before, after, (int(live[1]), int(live[2])))
+    assert len(edits.track_ids()) == 4

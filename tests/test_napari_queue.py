@@ -39,6 +39,9 @@ def test_next_goes_to_the_least_confident_link_centred_zoomed_and_highlighted(vi
     widget = tracked
     links, review = widget.links, widget.review
     edits = review.edits
+    parameters = review.layer.metadata["parameters"]  # the run's linking parameters drive the re-solve
+    assert links.decisions.options["max_displacement_um"] == parameters["max_displacement_um"]
+    assert links.decisions.options.get("max_gap") == parameters.get("max_gap")
     zoom_before = camera(viewer).zoom
     press(viewer, "next")
     row = links.current

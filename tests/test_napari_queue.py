@@ -54,6 +54,9 @@ def test_next_goes_to_the_least_confident_link_centred_zoomed_and_highlighted(vi
     np.testing.assert_allclose(np.asarray(camera(viewer).center)[-2:], centre, atol=1e-6)
     assert camera(viewer).zoom > zoom_before
     assert review.selected_track == edits.column("track_id")[row] and review.selected_row == row
+    drawn = viewer.layers["selected track"]  # the whole track, in the selection colour
+    np.testing.assert_array_equal(drawn.data[:, 1], edits.column("frame")[edits.track_rows(review.selected_track)])
+    np.testing.assert_allclose(drawn.track_colors[:, :3], [[1.0, 1.0, 0.0]] * len(drawn.data))
     marks = viewer.layers["link under review"]
     assert marks.visible and len(marks.data) == 4
     np.testing.assert_allclose(marks.data[:2, 1:], [[edits.column(c)[r] for c in ("z", "y", "x")]

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import warnings
 from typing import Any
 
 import numpy as np
@@ -36,13 +35,11 @@ class SelectionOverlay:
         drawn = (id(edits), edits.version, int(track_id), int(tail_length))
         if drawn != self._drawn:  # (each change of a layer makes napari measure every layer again: only if needed)
             rows = edits.track_rows(track_id)
-            data = np.column_stack([edits.column(c)[rows] for c in ("track_id", "frame", "z", "y", "x")])
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore", UserWarning)  # "color_by key not present" while data, features differ
-                track_layer.data = data.astype(np.float64)
-                track_layer.features = {"selected": np.ones(len(rows))}
-            track_layer.color_by = "selected"
-            track_layer.tail_length = tail_length
+            # (coloured by its built-in track_id feature through a one-colour map: no features to set)
+            track_layer.data = np.column_stack([edits.column(c)[rows] for c in ("track_id", "frame", "z", "y", "x")]
+                                               ).astype(np.float64)
+            if track_layer.tail_length != tail_length:
+                track_layer.tail_length = tail_length
             self._drawn = drawn
         _set_visible(track_layer, True)
         point_layer = self._layer("point")
@@ -92,8 +89,8 @@ class SelectionOverlay:
         metadata = {KIND_KEY: "selection"}
         if which == "track":
             layer = Tracks(
-                np.zeros((1, 5)), name="selected track", features={"selected": np.ones(1)}, color_by="selected",
-                colormaps_dict={"selected": Colormap([SELECTION_COLOUR, SELECTION_COLOUR], name="tracker_selected")},
+                np.zeros((1, 5)), name="selected track", color_by="track_id",
+                colormaps_dict={"track_id": Colormap([SELECTION_COLOUR, SELECTION_COLOUR], name="tracker_selected")},
                 tail_width=7, tail_length=10, head_length=0, opacity=0.9, blending="translucent",
                 metadata=metadata,
             )

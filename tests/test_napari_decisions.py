@@ -136,3 +136,12 @@ def test_new_pieces_of_a_re_solve_get_distinct_fresh_ids():
     after["track_id"][(before["track_id"] == 1) & (frames >= 2)] = 3
     LinkDecisions(edits, OPTIONS)._commit("split both", live, before, after, (int(live[1]), int(live[2])))
     assert len(edits.track_ids()) == 4
+
+
+def test_links_without_a_confidence_come_after_costliest_first():
+    rows = [(0, t, 0.0, 0.0, float(t) * (1 + t)) for t in range(4)]
+    table = {name: np.array(column) for name, column in zip(("track_id", "frame", "z", "y", "x"), zip(*rows))}
+    table["link_confidence"] = np.array([np.nan, 0.7, np.nan, np.nan])
+    table["link_cost"] = np.array([np.nan, 1.0, 4.0, 9.0])
+    queue = ReviewQueue(TrackEdits(table))
+    np.testing.assert_array_equal(queue.links(), [1, 3, 2])

@@ -232,10 +232,12 @@ class TrackEdits(LiveTracks):
         """For every row, the row of the previous live point of its track (-1: a start, or a deleted row);
         cached until the next change (read-only by convention)."""
         out = self._cache.get("predecessor_rows")
-        if out is None:
-            rows, pred = _predecessors(self._columns["track_id"], self._columns["frame"], self._alive)
+        if out is None:  # (from the cached display order, by track then frame: no sort of its own)
+            rows = self.rows()
+            ids = self._columns["track_id"][rows]
+            same = ids[1:] == ids[:-1]
             out = np.full(self._n, -1, dtype=np.int64)
-            out[rows] = pred
+            out[rows[1:][same]] = rows[:-1][same]
             self._cache["predecessor_rows"] = out
         return out  # type: ignore[return-value]
 

@@ -53,6 +53,7 @@ def main() -> None:
     summary = review.edits.summary()
     track = int(summary["track_id"][np.argmax(summary["length"])])
     review.jump_to(track)
+    viewer.scene.camera.zoom *= 0.4  # (the track among its neighbours)
     widget.queue_panel.setChecked(False)
     widget.analysis_panel.set_filters(min_length=5)
     app.processEvents()

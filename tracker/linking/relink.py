@@ -19,8 +19,8 @@ In the assignment a link across ``g`` missing frames also pays, per missing fram
 :data:`~tracker.linking.frame_pair.IN_PAIR_GAP_PENALTY_FACTOR` times ``gap_penalty`` squared SDs of a step
 (``variance_um2``), so that a track end does not take a detection from a particle seen in the frame before.
 This is the linker's plain (unscaled) cost model with a fixed persistence; the passes that need the whole
-movie (smoothing, point exchanges, the motion model's per-track scatter) do not run. Links outside the window are
-never changed.
+movie (smoothing, point exchanges, the motion model's per-track scatter) do not run, which is why the window
+is small by default (:data:`DEFAULT_RADIUS_STEPS`). Links outside the window are never changed.
 """
 
 from __future__ import annotations
@@ -173,7 +173,6 @@ class _Problem:
         self.has_successor[predecessor[predecessor >= 0]] = True
         self.gate, self.persistence, self.variance = gate, persistence, variance
         self.step_rms = step_rms  # (µm: the tracks' root-mean-square step per frame)
-        self.changed = np.zeros(len(steps), dtype=bool)
         self.gap_price = 0.0  # (µm² per missing frame in the assignment's costs)
 
     @classmethod
@@ -261,7 +260,6 @@ class _Problem:
         self.predecessor[undone] = -1
         self.link_cost[undone] = np.nan
         self.confidence[undone] = np.nan
-        self.changed[undone] = True
         pin_step = np.full(len(steps), -1, dtype=np.int64)  # (a pinned source waits for its pin's pair)
         pin_step[pinned[:, 0]] = steps[pinned[:, 1]]
         window_points = np.flatnonzero(inside)
@@ -324,7 +322,6 @@ class _Problem:
         self.has_successor[sources] = True
         self.link_cost[targets] = cost
         self.confidence[targets] = confidence
-        self.changed[targets] = True
 
     def result(self, table: Table, order: np.ndarray) -> Table:
         """``table`` with the new ``track_id``, ``link_cost`` and ``link_confidence`` (rows in its order)."""

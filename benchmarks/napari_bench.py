@@ -13,6 +13,15 @@ Measures, in seconds (median of --repeats runs for each edit):
 * each edit (delete, split, join, reassign) and its undo and redo: the edit model, the
   layer update (data, features, colours) and the redraw of the canvas; "(without redraw)"
   stops the clock before the repaint (which, headless, is Mesa's software rasteriser).
+
+Then the link review (issue 29), on tracks the tracker linked (``--vertices`` points simulated, about 100 frames;
+``--review-only`` skips the part above):
+
+* ``relink (core)``: :func:`tracker.linking.relink` forbidding the least confident link (window of the defaults);
+* ``reject (model)``: the plugin's decision, the re-solve and its one edit of the model;
+* ``reject``: the same from the viewer (``LinkReview.reject``: model, layer update in place, redraw), and its undo;
+* ``next link``: the queue moves to the next doubtful link: the frame, camera, selection, link marks, the dock's
+  boxes, and the redraw; ``next link (queue model)`` the queue alone.
 """
 
 from __future__ import annotations
@@ -62,6 +71,7 @@ def main() -> None:
     parser.add_argument("--vertices", type=int, default=100_000)
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--json", type=Path, help="also write the results here")
+    parser.add_argument("--review-only", action="store_true", help="only the link review's measurements")
     args = parser.parse_args()
 
     import napari
@@ -84,6 +94,9 @@ def main() -> None:
         app.processEvents()
 
     draw()
+    if args.review_only:
+        link_review_section(viewer, draw, args, results)
+        return report(results, args)
     # The first layer of a session pays one-off imports inside napari (scipy.spatial, pint): ~1 s.
     warm_data, warm_kwargs, _ = _tiny_layer()
     start = time.perf_counter()
@@ -141,8 +154,96 @@ def main() -> None:
     timed("join_tracks", lambda: review.join_tracks(head, tail))
     row = review.edits.point_at(a, 10)
     timed("reassign_point", lambda: review.reassign_point(row, b))
+    review.close()
+    viewer.layers.remove(layer)
+    link_review_section(viewer, draw, args, results)
+    report(results, args)
+
+
+def linked_tracks(n_points: int, seed: int = 0) -> dict[str, np.ndarray]:
+    """About ``n_points`` simulated points over 100 frames, linked by the tracker (gate 1.5 µm)."""
+    from tracker.linking import link_detections
+    from tracker.simulate import simulate_tracks
+
+    n_frames = 100
+    truth = simulate_tracks(n_particles=int(n_points / n_frames * 1.2), n_frames=n_frames,
+                            field_of_view_um=(20.0, 66.0, 66.0), step_um=0.5, seed=seed)
+    return link_detections({k: truth[k] for k in ("frame", "z", "y", "x")}, 1.5)
+
+
+def link_review_section(viewer, draw, args, results) -> None:
+    """The review queue and a rejection with its local re-solve, on tracker-linked tracks."""
+    from tracker.linking import relink
+
+    from napari_tracker._decisions import LinkDecisions
+    from napari_tracker._edits import TrackEdits
+    from napari_tracker._layers import tracks_layer_data, tracks_layer_kwargs
+    from napari_tracker._link_review import LinkReview
+    from napari_tracker._review import TrackReview
+    from napari_tracker._review_queue import ReviewQueue
+
+    tracks = linked_tracks(args.vertices)
+    results["review: linked points"] = len(tracks["frame"])
+    options = {"max_displacement_um": 1.5}
+    order = np.argsort(np.nan_to_num(tracks["link_confidence"], nan=2.0))
+    rows = [int(r) for r in order[: args.repeats]]
+    pred = {int(j): int(j) - 1 for j in rows}  # (sorted by track, frame: a link comes from the row before)
+    times = []
+    for row in rows:
+        start = time.perf_counter()
+        relink(tracks, forbidden=[(pred[row], row)], **options)
+        times.append(time.perf_counter() - start)
+    results["relink (core)"] = statistics.median(times)
+    edits = TrackEdits(tracks)
+    decisions = LinkDecisions(edits, options)
+    times = []
+    for row in rows:
+        start = time.perf_counter()
+        decisions.reject(row)
+        times.append(time.perf_counter() - start)
+        edits.undo()
+    results["reject (model)"] = statistics.median(times)
+    queue = ReviewQueue(edits)
+    queue.links()
+    times = []
+    for _ in range(args.repeats):
+        start = time.perf_counter()
+        queue.next()
+        times.append(time.perf_counter() - start)
+    results["next link (queue model)"] = statistics.median(times)
+
+    data, features, graph = tracks_layer_data(TrackEdits(tracks))
+    layer = viewer.add_tracks(data, **tracks_layer_kwargs("linked", features, graph, parameters=options))
+    review = TrackReview(viewer, layer, bind_keys=False)
+    links = LinkReview(review, bind_keys=False)
+    draw()
+    steps: dict[str, list[float]] = {k: [] for k in ("next link", "reject", "reject+undo")}
+    no_draw: dict[str, list[float]] = {k: [] for k in steps}
+    for _ in range(args.repeats):
+        for key, step in (("next link", links.next_link), ("reject", links.reject),
+                          ("reject+undo", review.undo)):
+            start = time.perf_counter()
+            outcome = step()
+            assert outcome is not None and outcome is not False, key
+            no_draw[key].append(time.perf_counter() - start)
+            draw()
+            steps[key].append(time.perf_counter() - start)
+    for key in steps:
+        results[key] = statistics.median(steps[key])
+        results[f"{key} (without redraw)"] = statistics.median(no_draw[key])
+    # The floor of any move to another frame: napari re-slicing its layers (the time slider moved by hand).
+    times = []
+    for k in range(args.repeats):
+        start = time.perf_counter()
+        viewer.dims.set_point(0, 10 + 7 * k)
+        times.append(time.perf_counter() - start)
+    results["napari frame change alone (without redraw)"] = statistics.median(times)
+    links.close()
+    review.close()
     viewer.close()
 
+
+def report(results, args) -> None:
     width = max(len(k) for k in results)
     for key, value in results.items():
         shown = f"{value:.3f} s" if isinstance(value, float) else str(value)

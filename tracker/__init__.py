@@ -20,7 +20,7 @@ __version__ = "0.1.0"
 # A library logs and leaves the showing to its application (the command line adds a handler on stderr).
 logging.getLogger(__name__).addHandler(logging.NullHandler())
 
-_API = ("detect_stack", "link_detections", "read_stack", "read_tracks", "track_stack", "write_tracks")
+_API = ("detect_stack", "link_detections", "read_stack", "read_tracks", "relink", "track_stack", "write_tracks")
 
 __all__ = ["__version__", *_API]
 

@@ -37,7 +37,7 @@ if TYPE_CHECKING:
     from .pipeline import TrackingResult
     from .stack import Stack
 
-__all__ = ["detect_stack", "link_detections", "read_stack", "read_tracks", "track_stack", "write_tracks"]
+__all__ = ["detect_stack", "link_detections", "read_stack", "read_tracks", "relink", "track_stack", "write_tracks"]
 
 
 def as_table(data: Any) -> dict[str, np.ndarray]:
@@ -148,6 +148,37 @@ def link_detections(detections: Any, max_displacement_um: float | None = LINKING
 
     result = link(table, max_displacement_um, return_summary=return_summary, **options)
     return (as_dataframe(result[0]), result[1]) if return_summary else as_dataframe(result)
+
+
+def relink(tracks: Any, detections: Any = None, *, pinned: Any = (), forbidden: Any = (),
+           **options: Any) -> pandas.DataFrame:
+    """Link tracks again around a reviewer's decisions: pinned links kept, forbidden links never made.
+
+    Only the frame pairs around the edited links, and there only the points near them, are linked again
+    (:func:`tracker.linking.relink.relink`); every other link stays as it is.
+
+    Parameters
+    ----------
+    tracks : pandas.DataFrame or dict of arrays
+        ``track_id``, ``frame``, ``z, y, x`` (µm), as :func:`link_detections` returns them.
+    detections : pandas.DataFrame or dict of arrays, optional
+        The detections, when some are not in ``tracks``: those near the edits join the re-solve.
+    pinned, forbidden : (k, 2) ints
+        Links as ``(source row, target row)``, rows being positions (``iloc``) in ``tracks``.
+    **options
+        ``max_displacement_um``, ``persistence``, ``max_gap``, ``no_link_factor``, ``solver`` (as for
+        :func:`link_detections`), ``window`` (frames each side), ``radius_um`` (reach around the edits).
+
+    Returns
+    -------
+    pandas.DataFrame
+        ``tracks`` in the same row order with ``track_id``, ``link_cost`` and ``link_confidence`` updated.
+    """
+    from .linking import relink as solve
+
+    table = solve(as_table(tracks), None if detections is None else as_table(detections), pinned=pinned,
+                  forbidden=forbidden, **options)
+    return as_dataframe(table)
 
 
 def track_stack(stack: Any, **options: Any) -> TrackingResult:

@@ -30,7 +30,11 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ._live_tracks import EditError, LiveTracks
+from ._live_tracks import REVIEW_FLAGS, EditError, LiveTracks
+
+FLAG_COLUMNS = REVIEW_FLAGS
+"""Per-row review flags of the link *into* the row: a reviewer pinned it (a re-solve keeps it), or looked at it.
+Added on first use; an edit that changes the link clears them."""
 
 @dataclass
 class Edit:
@@ -40,6 +44,8 @@ class Edit:
     changes: list[tuple[str, np.ndarray, np.ndarray, np.ndarray]] = field(default_factory=list)
     selection: tuple[int | None, int | None] = (None, None)
     """``(track_id, row)`` a viewer should select after applying the edit."""
+    forbid: list[tuple[int, int]] = field(default_factory=list)
+    """Links ``(source row, target row)`` the edit forbade (see :attr:`TrackEdits.forbidden`)."""
 
 
 def _predecessors(track_id: np.ndarray, frame: np.ndarray, mask: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -71,6 +77,8 @@ class TrackEdits(LiveTracks):
         self._undo: list[Edit] = []
         self._redo: list[Edit] = []
         self._max_undo = max_undo
+        self.forbidden: set[tuple[int, int]] = set()
+        """Links ``(source row, target row)`` a reviewer marked wrong: a re-solve never makes them."""
 
     # ------------------------------------------------------------------ history
 
@@ -102,6 +110,7 @@ class TrackEdits(LiveTracks):
         edit = self._undo.pop()
         for name, rows, old, _new in reversed(edit.changes):
             self._set(name, rows, old)
+        self.forbidden.difference_update(edit.forbid)
         self._redo.append(edit)
         self._changed()
         return edit
@@ -113,6 +122,7 @@ class TrackEdits(LiveTracks):
         edit = self._redo.pop()
         for name, rows, _old, new in edit.changes:
             self._set(name, rows, new)
+        self.forbidden.update(edit.forbid)
         self._undo.append(edit)
         self._changed()
         return edit
@@ -198,6 +208,43 @@ class TrackEdits(LiveTracks):
             np.array([row, other]), track_id=np.array([track_id, source]), selection=(track_id, row),
         )
 
+    def change_cells(self, description: str, cells: Mapping[str, tuple[np.ndarray, np.ndarray]], *,
+                     forbid: list[tuple[int, int]] | None = None,
+                     selection: tuple[int | None, int | None] = (None, None)) -> Edit:
+        """Set ``cells`` (column name -> ``(rows, new values)``; a missing ``pinned`` or ``reviewed`` column is
+        added, all False) and forbid links, as one edit. The caller keeps ``link_cost`` and
+        ``link_confidence`` consistent with the links it changes (a re-solve brings its own)."""
+        edit = Edit(description, selection=selection, forbid=[(int(a), int(b)) for a, b in (forbid or [])])
+        for name, (rows, values) in cells.items():
+            if name not in self._columns:
+                if name not in FLAG_COLUMNS:
+                    raise EditError(f"no column {name!r}")
+                self._columns[name] = np.zeros(self._n, dtype=bool)
+            rows = np.asarray(rows, dtype=np.int64)
+            values = np.asarray(values, dtype=self._columns[name].dtype)
+            edit.changes.append((name, rows, self._columns[name][rows].copy(), values))
+            self._columns[name][rows] = values
+        self.forbidden.update(edit.forbid)
+        self._push(edit)
+        return edit
+
+    def predecessor_rows(self) -> np.ndarray:
+        """For every row, the row of the previous live point of its track (-1: a start, or a deleted row);
+        cached until the next change (read-only by convention)."""
+        out = self._cache.get("predecessor_rows")
+        if out is None:  # (from the cached display order, by track then frame: no sort of its own)
+            rows = self.rows()
+            ids = self._columns["track_id"][rows]
+            same = ids[1:] == ids[:-1]
+            out = np.full(self._n, -1, dtype=np.int64)
+            out[rows[1:][same]] = rows[:-1][same]
+            self._cache["predecessor_rows"] = out
+        return out  # type: ignore[return-value]
+
+    def new_id(self) -> int:
+        """A track id no row has had."""
+        return self._new_id()
+
     # ------------------------------------------------------------------ internals
 
     def _new_id(self) -> int:
@@ -261,8 +308,15 @@ class TrackEdits(LiveTracks):
                 old = self._columns["link_confidence"][target].copy()
                 edit.changes.append(("link_confidence", target, old, confidence))
                 self._columns["link_confidence"][target] = confidence
+            for flag in FLAG_COLUMNS:  # a pin or review was of the link that is gone
+                if flag in self._columns:
+                    edit.changes.append((flag, target, self._columns[flag][target].copy(), np.zeros(len(target), bool)))
+                    self._columns[flag][target] = False
+        self._push(edit)
+        return edit
+
+    def _push(self, edit: Edit) -> None:
         self._undo.append(edit)
         del self._undo[: -self._max_undo]
         self._redo.clear()
         self._changed()
-        return edit

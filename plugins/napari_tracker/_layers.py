@@ -184,6 +184,15 @@ def edits_of_layer(layer) -> TrackEdits:
     """The edit model of a Tracks layer: the one an earlier review left (with its undo history) if the layer
     still shows it, else a new one from the layer's data and features."""
     edits = _EDITS_OF_LAYER.get(_key(layer))
+    if edits is None and layer.metadata.get("session"):  # a restored review session: its history goes on
+        from ._session import load_session
+
+        try:
+            edits = load_session(layer.metadata["session"])[0]
+        except (ValueError, OSError):
+            edits = None
+        if edits is not None:
+            _EDITS_OF_LAYER[_key(layer)] = edits
     if edits is None or not _shows(edits, layer):
         edits = TrackEdits(table_from_tracks_layer(layer.data, layer.features, layer.scale, layer.translate))
         _EDITS_OF_LAYER[_key(layer)] = edits
@@ -196,9 +205,15 @@ def was_edited(layer) -> bool:
     return edits is not None and edits.version > 0
 
 
-def show_tracks(layer, edits: TrackEdits, correct: np.ndarray | None, colour_by: str) -> None:
-    """Put the live points of ``edits`` into a Tracks layer, coloured by ``colour_by`` (a :data:`COLOUR_BY` key)."""
+def show_tracks(layer, edits: TrackEdits, correct: np.ndarray | None, colour_by: str,
+                hidden: np.ndarray | None = None) -> None:
+    """Put the live points of ``edits`` into a Tracks layer, coloured by ``colour_by`` (a :data:`COLOUR_BY` key);
+    the points ``hidden`` (a mask in display order) get no colour: napari draws nothing where a colour value is
+    NaN (the data stay, so picking and edits are unchanged)."""
     data, features, graph = tracks_layer_data(edits, correct)
+    if hidden is not None and len(hidden) == len(data):
+        for name in COLOUR_BY.values():
+            features[name] = np.where(hidden, np.nan, features[name])
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", UserWarning)  # "color_by key not present" while data and features differ
         if len(data) == 0:

@@ -17,6 +17,8 @@ from ._track_summary import track_summary
 REQUIRED_COLUMNS = ("track_id", "frame", "z", "y", "x")
 OUTPUT_COLUMNS = ("track_id", "frame", "z", "y", "x", "intensity", "quality", "link_cost", "link_confidence")
 """The columns ``track run`` writes, in its order."""
+REVIEW_FLAGS = ("pinned", "reviewed")
+"""Per-row review flags (see :data:`napari_tracker._edits.FLAG_COLUMNS`): not written with the tracks."""
 
 
 class EditError(ValueError):
@@ -109,10 +111,12 @@ class LiveTracks:
         return {name: self._columns[name][rows] for name in names if name in self._columns}
 
     def output_table(self) -> dict[str, np.ndarray]:
-        """The live points in the column set and row order that ``track run`` writes."""
+        """The live points in the column set and row order that ``track run`` writes (the review's flags stay in
+        its session file)."""
         table = self.table()
         order = np.lexsort((table["track_id"], table["frame"]))
-        names = [c for c in OUTPUT_COLUMNS if c in table] + [c for c in table if c not in OUTPUT_COLUMNS]
+        names = [c for c in OUTPUT_COLUMNS if c in table] + [c for c in table
+                                                             if c not in OUTPUT_COLUMNS and c not in REVIEW_FLAGS]
         return {name: table[name][order] for name in names}
 
     def track_ids(self) -> np.ndarray:

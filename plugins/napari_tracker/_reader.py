@@ -53,10 +53,16 @@ def read(path: str | list[str]) -> LayerData:
             layers.append(tracks_file_layer_data(p, kind))
         elif kind == "detections":
             layers.append(detections_file_layer_data(p))
+        elif kind == "session":
+            layers.append(session_layer_data(p))
     return layers
 
 
 def _kind(path: Path) -> str | None:
+    from ._session import SESSION_SUFFIX
+
+    if path.name.endswith(SESSION_SUFFIX) and path.is_file():
+        return "session"
     suffix = path.suffix.lower()
     if suffix in TIFF_SUFFIXES:
         return "stack"
@@ -95,10 +101,15 @@ def stack_layer_data(path: Path, voxel_size=None) -> tuple[Any, dict[str, Any], 
 
 
 def tracks_file_layer_data(path: Path, kind: str = "tracks") -> tuple[Any, dict[str, Any], str]:
+    """A Tracks layer tuple for a tracks CSV; with its review session beside it (``tracks.review.json``, no
+    older than the CSV), the session's tracks, and its path in the metadata (the review continues it)."""
     from tracker.io import read_table
 
     from ._edits import TrackEdits
+    from ._session import session_path
 
+    if kind == "tracks" and _session_applies(session_path(path), path):
+        return session_layer_data(session_path(path), tracks_path=path)
     table = read_table(path, required=("track_id", "frame", "z", "y", "x"))
     if kind == "ground_truth":
         data, kwargs, layer_type = ground_truth_layer_data(table, f"{path.stem}")
@@ -107,6 +118,35 @@ def tracks_file_layer_data(path: Path, kind: str = "tracks") -> tuple[Any, dict[
     edits = TrackEdits(table)
     data, features, graph = tracks_layer_data(edits)
     return data, tracks_layer_kwargs(path.stem, features, graph, kind="tracks", path=str(path)), "tracks"
+
+
+def _session_applies(session: Path, tracks: Path) -> bool:
+    """A session beside a tracks file is restored unless the tracks file was written after it (then the file
+    was changed elsewhere: a warning, and the file wins)."""
+    if not session.is_file():
+        return False
+    if session.stat().st_mtime + 1e-3 < tracks.stat().st_mtime:
+        import warnings
+
+        warnings.warn(f"{tracks.name} is newer than its review session {session.name}: the session is not "
+                      "restored", UserWarning, stacklevel=3)
+        return False
+    return True
+
+
+def session_layer_data(session: Path, tracks_path: Path | None = None) -> tuple[Any, dict[str, Any], str]:
+    """A Tracks layer tuple for a review session (see :mod:`~napari_tracker._session`)."""
+    from ._session import SESSION_SUFFIX, load_session
+
+    edits, state = load_session(session)
+    data, features, graph = tracks_layer_data(edits)
+    name = tracks_path.stem if tracks_path is not None else session.name[: -len(SESSION_SUFFIX)]
+    metadata = {"session": str(session), "review_state": state}
+    if tracks_path is not None:
+        metadata["path"] = str(tracks_path)
+    if state.get("parameters"):
+        metadata["parameters"] = state["parameters"]
+    return data, tracks_layer_kwargs(name, features, graph, kind="tracks", **metadata), "tracks"
 
 
 def detections_file_layer_data(path: Path) -> tuple[Any, dict[str, Any], str]:

@@ -48,6 +48,8 @@ class TrackReview:
         self.ground_truth: dict[str, np.ndarray] | None = None
         self.correct: np.ndarray | None = None
         self.colour_by = "track"
+        self.track_filter: Callable[[TrackEdits], np.ndarray | None] | None = None
+        """Which live points (display order) the view hides, from the edit model (None: all shown)."""
         self.selected_track: int | None = None
         self.selected_row: int | None = None
         self.previous_track: int | None = None
@@ -116,7 +118,8 @@ class TrackReview:
     def refresh_layer(self) -> None:
         """Push the edit model's live points into the Tracks layer."""
         if self.layer is not None and self.edits is not None:
-            show_tracks(self.layer, self.edits, self.correct, self.colour_by)
+            hidden = self.track_filter(self.edits) if self.track_filter is not None else None
+            show_tracks(self.layer, self.edits, self.correct, self.colour_by, hidden)
 
     def _update_correctness(self) -> None:
         if self.ground_truth is None or self.edits is None:

@@ -50,6 +50,8 @@ class ReviewPanel(QGroupBox):
     """
 
     message = Signal(str, str)
+    saved = Signal(str)
+    """The path the reviewed tracks were just saved to (the widget saves the session beside it)."""
 
     def __init__(self, viewer, review: TrackReview, parent=None):
         super().__init__("Review", parent)
@@ -227,6 +229,7 @@ class ReviewPanel(QGroupBox):
         path = Path(path)
         write_table(path, self.review.edits.output_table(), overwrite=True)
         self.message.emit(f"saved {len(self.review.edits.track_ids())} tracks to {path}", "info")
+        self.saved.emit(str(path))
         return path
 
     def _save_dialog(self) -> None:

@@ -12,6 +12,11 @@ SHORTCUTS = {
     "jump": "Shift-F",
     "undo": "Control-Z",
     "redo": "Control-Shift-Z",
+    "next": "Shift-N",
+    "previous": "Shift-P",
+    "accept": "Shift-A",
+    "reject": "Shift-X",
+    "pin_track": "Shift-T",
 }
 """Action name -> key binding."""
 

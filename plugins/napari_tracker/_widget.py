@@ -15,8 +15,12 @@ from qtpy.QtCore import QEvent
 from qtpy.QtWidgets import QLabel, QVBoxLayout, QWidget
 
 from ._edits import TrackEdits
+from ._analysis_panel import AnalysisPanel
 from ._layers import points_layer_data, tracks_layer_data, tracks_layer_kwargs, was_edited
+from ._link_review import LinkReview
+from ._queue_panel import QueuePanel
 from ._reader import detections_kwargs
+from ._session_keeper import SessionKeeper
 from ._review import TrackReview
 from ._review_panel import ReviewPanel
 from ._track_panel import TrackPanel
@@ -46,15 +50,23 @@ class TrackerWidget(QWidget):
         self._had_parent = parent is not None
         self.track_panel = TrackPanel(napari_viewer)
         self.review_panel = ReviewPanel(napari_viewer, self.review)
+        self.links = LinkReview(self.review)
+        self.queue_panel = QueuePanel(self.links)
+        self.sessions = SessionKeeper(self.review, self.links)
+        self.analysis_panel = AnalysisPanel(self.review)
         self.status = QLabel("")
         self.status.setWordWrap(True)
         layout = QVBoxLayout(self)
         layout.addWidget(self.track_panel)
         layout.addWidget(self.review_panel)
+        layout.addWidget(self.queue_panel)
+        layout.addWidget(self.analysis_panel)
         layout.addWidget(self.status)
         layout.addStretch(1)
         self.track_panel.message.connect(self.show_message)
         self.review_panel.message.connect(self.show_message)
+        self.queue_panel.message.connect(self.show_message)
+        self.review_panel.saved.connect(self._on_saved)
         self.track_panel.tracked.connect(self._on_tracked)
         self.track_panel.show_image_settings(self.track_panel.image)
         self.review_panel.pick_up_existing()
@@ -110,6 +122,16 @@ class TrackerWidget(QWidget):
             text += f"\nyour edited tracks stay in '{kept.name}'; this run's are in '{layer.name}'"
         self.show_message(text, "info" if kept is not None else "status")
 
+    def _on_saved(self, path: str) -> None:
+        try:
+            session = self.sessions.save_beside(path)
+        except (OSError, ValueError) as error:
+            self.show_message(f"the review session was not saved: {error}", "warning")
+            return
+        if session is not None:
+            n_tracks = len(self.review.edits.track_ids())
+            self.show_message(f"saved {n_tracks} tracks to {path}, the review session to {session.name}", "info")
+
     # ---------------------------------------------------------------- closing
 
     def close_widget(self) -> None:
@@ -119,6 +141,10 @@ class TrackerWidget(QWidget):
         self._closed = True
         self.track_panel.close_panel()
         self.review_panel.close_panel()
+        self.queue_panel.close_panel()
+        self.analysis_panel.close_panel()
+        self.sessions.close()
+        self.links.close()
         self.review.close()
 
     def changeEvent(self, event) -> None:  # noqa: N802 (Qt API)

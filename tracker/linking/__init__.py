@@ -11,12 +11,14 @@
 * :mod:`~tracker.linking.point_exchange`: nearby tracks exchanging single detections;
 * :mod:`~tracker.linking.gap_closing`: track ends joined to later track starts;
 * :mod:`~tracker.linking.confidence`: each link's confidence;
+* :mod:`~tracker.linking.relink`: a local re-solve with a reviewer's pinned and forbidden links;
 * :mod:`~tracker.linking.summary`: what the linker measured and decided (:class:`LinkSummary`).
 """
 
 from .frame_pair import link_frame_pair
 from .linker import link_detections
+from .relink import relink, track_links
 from .summary import LinkSummary
 from .track_state import track_ids_from_predecessors
 
-__all__ = ["LinkSummary", "link_detections", "link_frame_pair", "track_ids_from_predecessors"]
+__all__ = ["LinkSummary", "link_detections", "link_frame_pair", "relink", "track_ids_from_predecessors", "track_links"]

@@ -74,7 +74,8 @@ def test_frames_to_sample():
     assert spot_scale.frames_to_sample(0) == []
     assert spot_scale.frames_to_sample(1) == [0]
     assert spot_scale.frames_to_sample(2) == [0, 1]
-    assert spot_scale.frames_to_sample(100) == [0, 50, 99]
+    assert spot_scale.frames_to_sample(100, 3) == [0, 50, 99]
+    assert len(spot_scale.frames_to_sample(100)) == spot_scale.ESTIMATION_FRAMES
 
 
 def test_profile_fit_recovers_sigma_and_flags_what_it_cannot_fit():

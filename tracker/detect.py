@@ -175,9 +175,9 @@ def detect_spots(
     if coords.shape[0] + split_coords.shape[0] == 0:
         return _with_voxel_columns(empty_detections(), frame)
 
-    offsets = _quadratic_offsets(quality, coords)
+    offsets = quadratic_offsets(quality, coords)
     if split_coords.shape[0]:  # the split spots are refined on the sharper response that resolved them
-        offsets = xp.concatenate([offsets, _quadratic_offsets(sharp, split_coords)])
+        offsets = xp.concatenate([offsets, quadratic_offsets(sharp, split_coords)])
         coords = xp.concatenate([coords, split_coords])
     sub_voxel = coords.astype(xp.float64) + offsets
     peak_quality = quality[tuple(coords.T)]
@@ -317,7 +317,7 @@ def _with_dips(sharp, candidates: np.ndarray, unit: np.ndarray) -> np.ndarray:
     return candidates[keep]
 
 
-def _quadratic_offsets(image, coords):
+def quadratic_offsets(image, coords):
     """Sub-voxel offsets in [-0.5, 0.5] from a parabola through each peak and its two neighbours, per axis."""
     xp = get_array_module(image)
     offsets = xp.zeros(coords.shape, dtype=xp.float64)

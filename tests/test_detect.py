@@ -2,7 +2,7 @@ import numpy as np
 import pytest
 from scipy.spatial import cKDTree
 
-from tracker import detect, simulate
+from tracker import detect, dog, simulate
 
 VOXEL = (0.4, 0.15, 0.15)
 
@@ -168,6 +168,17 @@ def test_automatic_threshold_follows_the_noise_and_the_spots():
     # Higher for a larger volume, as the noise maxima it holds grow.
     values = np.linspace(3.5, 12, 200)
     assert detect.automatic_threshold(values, 10**5, grad) < detect.automatic_threshold(values, 10**7, grad)
+
+
+def test_automatic_threshold_keeps_a_few_faint_spots_that_noise_hardly_explains():
+    grad = np.full(3, 0.1)
+    ten = np.full(10, 5.0)
+    noise = detect.NOISE_EXCESS * dog.expected_noise_maxima(10**6, grad, np.array([5.0]))[0]
+    # 0.14 noise maxima expected above 5: more than 1 % of ten, so the fraction rule alone would drop them;
+    # each of them is still far more likely a spot than noise (the marginal rule).
+    assert 0.01 * len(ten) < noise < len(ten) / (1 + detect.TRUE_PER_FALSE)
+    assert detect.automatic_threshold(ten, 10**6, grad) <= 5.0
+    assert detect.automatic_threshold(ten, 10**8, grad) > 5.0  # 14 expected: noise explains them
 
 
 @pytest.mark.gpu

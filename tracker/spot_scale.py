@@ -9,7 +9,9 @@ spot (:func:`fit_common_sigma`). The spots are located on one sub-lattice of
 the frame (its even or odd planes along ``y`` or ``x``) and their profiles
 taken from the other, whose noise is independent (:class:`_Half`): located
 and fitted on the same voxels, faint spots' widths are biased towards the
-scale they were sought at. The fit windows and the isolation distance scale
+scale they were sought at. The centres' own scatter, which widens the fit, is
+measured from the two halves' independent positions of the same spots and
+subtracted (:func:`_centre_variance`). The fit windows and the isolation distance scale
 with the current estimate, which is iterated to convergence, starting from
 the scale of :data:`STARTING_SCALES` at which most isolated spots stand out;
 candidates are then found again at the estimated scale and the fit repeated.
@@ -71,7 +73,6 @@ MAX_VOXELS = 1 << 21
 
 _SIGMA_MIN = 0.25  # voxels: the smallest σ fitted (a point-like spot sampled by one voxel)
 _GRID_STEP = 1.03  # relative step of the σ grid (3 %), refined by a parabola
-_CENTRE_STEP = 0.1  # voxels: the grid of sub-voxel centres, within ±1 voxel of the maximum
 
 
 @dataclass(frozen=True)
@@ -223,20 +224,22 @@ class _Half:
             locate, fit = volume[tuple(mine)], volume[tuple(other)]
         return cls(locate, fit, axis, parity, *_bright_maxima(locate, _half_scale(sigma, axis), everything=True))
 
-    def chosen(self, sigma: np.ndarray, floor: float) -> tuple[np.ndarray, np.ndarray]:
-        """The isolated maxima at or above ``floor``: their coords on the other sub-lattice, and their sub-voxel
-        offsets (:func:`_isolated`)."""
+    def chosen(self, sigma: np.ndarray, floor: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The isolated maxima at or above ``floor``: their coords on the other sub-lattice, their sub-voxel
+        offsets (:func:`_isolated`), and where they were located in the whole frame (voxels, (n, 3))."""
         keep = self.quality >= floor
         coords, offsets = _isolated(self.coords[keep], self.quality[keep], _half_scale(sigma, self.axis),
                                     self.locate.shape, self.offsets[keep])
+        located = coords + offsets
         if self.axis is not None and len(coords):
             # Plane k of parity r lies at 2k + r: the spot at 2(k + offset) + r is nearest plane
             # round(k + offset + (r - r')/2) of the other parity r'.
+            located[:, self.axis] = 2.0 * located[:, self.axis] + self.parity
             coords = coords.copy()
             shift = self.parity - 0.5
             coords[:, self.axis] = np.clip(np.rint(coords[:, self.axis] + offsets[:, self.axis] + shift),
                                            0, self.fit.shape[self.axis] - 1).astype(np.int64)
-        return coords, offsets
+        return coords, offsets, located
 
 
 def _half_scale(sigma: np.ndarray, axis: int | None) -> np.ndarray:
@@ -398,8 +401,9 @@ def _profiles(volume, coords: np.ndarray, sigma: np.ndarray) -> list[tuple[np.nd
 
 def _fit_common_sigma(samples: list[_Sample], sigma: np.ndarray) -> tuple[np.ndarray, int]:
     """The σ per axis (voxels, (3,)) that fits the isolated spots of all samples best together
-    (:func:`fit_common_sigma`: each spot centred where its half's even sub-lattice puts it, its profile from
-    the odd one), and the fewest spots any axis was fitted on; an axis of one voxel: 0."""
+    (:func:`fit_common_sigma`: each spot centred where one half of its frame puts it, its profile from the
+    other), less the centres' own scatter (:func:`_centre_variance`), and the fewest spots any axis was
+    fitted on; an axis of one voxel: 0."""
     new = np.zeros(3)
     counts = []
     floors = {b: _pooled_floor([h for sample in samples for h in sample.halves[b]]) for b in samples[0].halves}
@@ -410,7 +414,7 @@ def _fit_common_sigma(samples: list[_Sample], sigma: np.ndarray) -> tuple[np.nda
             continue
         parts = []
         for sample, picks in zip(samples, chosen):
-            for half, (coords, offsets) in zip(sample.halves[sample.uses[axis]], picks[sample.uses[axis]]):
+            for half, (coords, offsets, _) in zip(sample.halves[sample.uses[axis]], picks[sample.uses[axis]]):
                 if len(coords):
                     profiles = _profiles(half.fit, coords, _half_scale(sigma, half.axis))[axis]
                     parts.append((*profiles, offsets[:, axis]))
@@ -421,9 +425,39 @@ def _fit_common_sigma(samples: list[_Sample], sigma: np.ndarray) -> tuple[np.nda
                                   parts[0][2], np.concatenate([p[3] for p in parts]))
         if np.isnan(fitted):  # no spot with a positive amplitude on this axis
             return sigma, 0
-        # Wider than the window: widen it and try again.
-        new[axis] = 2.0 * sigma[axis] if np.isinf(fitted) else fitted
+        if np.isinf(fitted):  # wider than the window: widen it and try again
+            new[axis] = 2.0 * sigma[axis]
+            continue
+        scatter = _centre_variance([picks[samples[0].uses[axis]] for picks in chosen], sigma, axis)
+        new[axis] = np.sqrt(max(fitted**2 - scatter, 0.25 * fitted**2))
     return new, min(counts) if counts else 0
+
+
+def _centre_variance(picks: list[list], sigma: np.ndarray, axis: int) -> float:
+    """The variance (voxels²) along ``axis`` of a spot's centre as one half of a frame locates it.
+
+    A profile centred off the spot's true centre by ``ε`` looks wider: the
+    joint fit returns about ``σ² + var ε``. The two halves of a frame locate
+    the same spot with independent noise, so the difference of the two
+    positions has twice that variance (robustly, from its median absolute
+    deviation over spots found in both, mutual nearest within one σ). 0 with
+    fewer than :data:`MIN_SPOTS` such pairs, or a frame not split.
+    """
+    differences = []
+    scale = np.where(sigma > 0, sigma, 1.0)
+    for halves in picks:
+        if len(halves) != 2 or len(halves[0][2]) == 0 or len(halves[1][2]) == 0:
+            continue
+        first, second = halves[0][2], halves[1][2]
+        distance, nearest = cKDTree(second / scale).query(first / scale)
+        _, back = cKDTree(first / scale).query(second / scale)
+        mutual = (distance <= 1.0) & (back[nearest] == np.arange(len(first)))
+        differences.append(first[mutual, axis] - second[nearest[mutual], axis])
+    differences = np.concatenate(differences) if differences else np.empty(0)
+    if len(differences) < MIN_SPOTS:
+        return 0.0
+    spread = 1.4826 * float(np.median(np.abs(differences - np.median(differences))))
+    return 0.5 * spread**2
 
 
 def fit_common_sigma(profiles: np.ndarray, valid: np.ndarray, positions: np.ndarray,
@@ -492,59 +526,3 @@ def fit_common_sigma(profiles: np.ndarray, valid: np.ndarray, positions: np.ndar
     curvature = left - 2 * middle + right
     shift = 0.5 * (left - right) / curvature if curvature > 0 else 0.0
     return float(np.exp(np.log(sigmas[best]) + np.clip(shift, -0.5, 0.5) * np.log(_GRID_STEP)))
-
-
-def fit_gaussian_profiles(profiles: np.ndarray, valid: np.ndarray, positions: np.ndarray) -> np.ndarray:
-    """Least-squares σ of ``b + a exp(-(u - μ)² / 2σ²)`` (a > 0) fitted to each 1D profile.
-
-    A grid search over σ (3 % steps from 0.25 to the window's half-width) and
-    the centre μ (0.1 voxel steps within ±1 voxel of the window's middle),
-    with ``a, b`` solved in closed form at each grid point; σ is refined by a
-    parabola through the best three grid values of the residual. No starting
-    guess, no local minimum.
-
-    Parameters
-    ----------
-    profiles : (n, L) floats
-        One profile per row, sampled at ``positions`` (voxels, (L,)).
-    valid : (n, L) bools
-        Samples to use (False: outside the volume).
-
-    Returns
-    -------
-    (n,) floats
-        σ in voxels; ``inf`` where the best σ is the grid's largest (wider than
-        the window), ``NaN`` where no fit with ``a > 0`` exists.
-    """
-    half_width = float(np.max(np.abs(positions)))
-    sigmas = np.exp(np.arange(np.log(_SIGMA_MIN), np.log(max(half_width, _SIGMA_MIN * 2)), np.log(_GRID_STEP)))
-    centres = np.arange(-1.0, 1.0 + 1e-9, _CENTRE_STEP)
-    shapes = np.exp(-0.5 * ((positions[None, None, :] - centres[None, :, None]) / sigmas[:, None, None]) ** 2)
-    shapes = shapes.reshape(-1, len(positions))  # (G, L), G = n_sigma × n_centre
-    weights = valid.astype(np.float64)
-    data = profiles * weights
-    n = weights.sum(axis=1)[:, None]
-    sum_g, sum_gg = weights @ shapes.T, weights @ (shapes**2).T
-    sum_p, sum_pp = data.sum(axis=1)[:, None], (data * profiles).sum(axis=1)[:, None]
-    sum_pg = data @ shapes.T
-    determinant = n * sum_gg - sum_g**2
-    with np.errstate(divide="ignore", invalid="ignore"):
-        amplitude = (n * sum_pg - sum_g * sum_p) / determinant
-        offset = (sum_p - amplitude * sum_g) / n
-        residual = sum_pp - offset * sum_p - amplitude * sum_pg
-    residual = np.where((amplitude > 0) & (determinant > 1e-9 * n * n), residual, np.inf)
-    residual = residual.reshape(len(profiles), len(sigmas), len(centres)).min(axis=2)
-    best = np.argmin(residual, axis=1)
-    result = np.full(len(profiles), np.nan)
-    rows = np.arange(len(profiles))
-    ok = np.isfinite(residual[rows, best])
-    result[ok & (best == len(sigmas) - 1)] = np.inf
-    result[ok & (best == 0)] = sigmas[0]
-    inner = ok & (best > 0) & (best < len(sigmas) - 1)
-    r = rows[inner]
-    left, middle, right = residual[r, best[r] - 1], residual[r, best[r]], residual[r, best[r] + 1]
-    curvature = left - 2 * middle + right
-    with np.errstate(divide="ignore", invalid="ignore"):
-        shift = np.where(np.isfinite(curvature) & (curvature > 0), 0.5 * (left - right) / curvature, 0.0)
-    result[r] = np.exp(np.log(sigmas[best[r]]) + np.clip(shift, -0.5, 0.5) * np.log(_GRID_STEP))
-    return result

@@ -36,7 +36,7 @@ from .dog import dog_filter, expected_noise_maxima, gradient_variance, ndimage_f
 ESTIMATION_FRAMES = 10
 """Frames sampled (evenly through the stack) for the estimate, read until :data:`TARGET_SPOTS` were found.
 Sparse stacks need many: on the benchmark's stacks of ~10 spots a frame, 400 photons and up, 3 frames gave
-16-44 spots to fit and 10 gave 57-143 (radius then within 15 % on all 12 but one z at 1.150)."""
+17-44 spots to fit and 10 gave 57-143 (radius then within 15 % on all 12 but one z at 1.150)."""
 
 TARGET_SPOTS = 200
 """Spots enough for the estimate: later frames are not read once this many were fitted."""

@@ -2,7 +2,7 @@ import numpy as np
 import pytest
 from scipy.spatial import cKDTree
 
-from tracker import detect, simulate
+from tracker import detect, dog, simulate
 
 VOXEL = (0.4, 0.15, 0.15)
 
@@ -72,11 +72,16 @@ def _camera(truth, shape, voxel, size, photons=800.0, seed=0):
     ((21, 90, 90), (0.3, 0.1, 0.1), (0.6, 0.2, 0.2)),
     ((1, 200, 200), (1.0, 0.1, 0.1), (1.0, 0.15, 0.15)),
 ])
-def test_no_false_spots_on_pure_noise_faces_included(shape, voxel, size):
-    stack = _camera(EMPTY, (3, *shape), voxel, size, seed=5)
+def test_few_false_spots_on_pure_noise_faces_included(shape, voxel, size):
+    # The automatic threshold admits about a tenth of a false spot per volume (its marginal rule: a
+    # detection at the threshold at least 90 % likely a spot, against the noise maxima expected; measured
+    # 0.03-0.17 per frame on 30-60 frames of each of these and of a 30 × 128 × 128 volume, 0.3 on these 20
+    # of the 2D one): well under one per volume.
+    stack = _camera(EMPTY, (20, *shape), voxel, size, seed=5)
     radius = np.sqrt(3) * np.asarray(size)
-    found = sum(len(detect.detect_spots(frame, voxel, radius)["z"]) for frame in stack)
-    assert found == 0
+    found = [len(detect.detect_spots(frame, voxel, radius)["z"]) for frame in stack]
+    assert np.mean(found) <= 0.5 and max(found) <= 3
+    stack = stack[:3]
     # Below any sensible threshold the noise maxima spread about evenly: the outermost two layers hold
     # about their share (a maximum of the field just outside can show on the face; with one global noise
     # level they held 57-92 % of the false spots).
@@ -163,6 +168,17 @@ def test_automatic_threshold_follows_the_noise_and_the_spots():
     # Higher for a larger volume, as the noise maxima it holds grow.
     values = np.linspace(3.5, 12, 200)
     assert detect.automatic_threshold(values, 10**5, grad) < detect.automatic_threshold(values, 10**7, grad)
+
+
+def test_automatic_threshold_keeps_a_few_faint_spots_that_noise_hardly_explains():
+    grad = np.full(3, 0.1)
+    ten = np.full(10, 5.0)
+    noise = detect.NOISE_EXCESS * dog.expected_noise_maxima(10**6, grad, np.array([5.0]))[0]
+    # 0.14 noise maxima expected above 5: more than 1 % of ten, so the fraction rule alone would drop them;
+    # each of them is still far more likely a spot than noise (the marginal rule).
+    assert 0.01 * len(ten) < noise < len(ten) / (1 + detect.TRUE_PER_FALSE)
+    assert detect.automatic_threshold(ten, 10**6, grad) <= 5.0
+    assert detect.automatic_threshold(ten, 10**8, grad) > 5.0  # 14 expected: noise explains them
 
 
 @pytest.mark.gpu

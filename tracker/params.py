@@ -175,13 +175,14 @@ class DetectionParams(_Validated):
     spot_radius_um: float | tuple[float, ...] | None = _param(
         None, unit=UM, cli="--spot-radius", minimum=0, minimum_open=True, per_axis=True, optional=True,
         help="Spot radius (√3 × the PSF's Gaussian σ): one value (isotropic), Z,Y,X for an elongated PSF, or "
-             "Y,X for 2D. Estimated from the stack when not given (the brightest isolated spots' Gaussian fits).")
+             "Y,X for 2D. Estimated from the stack when not given (one Gaussian fitted to the isolated spots of up "
+             "to 10 frames together).")
     threshold: float | None = _param(
         None, cli="--threshold", minimum=0, minimum_open=True, optional=True,
         help="Detection threshold: the filter response over its noise at that voxel (a signal-to-noise ratio; "
-             "the faces' higher noise included). Not given: chosen per frame as the lowest at which noise would "
-             "explain at most 1 % of the detections (noise maxima expected from the response's smoothness), "
-             "between 3.5 and 8.")
+             "the faces' higher noise included). Not given: chosen per frame from the noise maxima expected from "
+             "the response's smoothness and the volume, as low as noise would explain at most 1 % of the "
+             "detections, or each further detection would be at least 90 % likely a spot; between 3.5 and 8.")
     device: str = _param(
         "auto", cli="--device", choices=("auto", "cpu", "gpu"),
         help="Where detection runs: 'auto' uses a GPU when CuPy finds one.")

@@ -391,15 +391,10 @@ def test_gated_geometric_3d(n, step):
     np.testing.assert_allclose(got, ref, rtol=1e-9)
 
 
-@pytest.mark.gpu
-@pytest.mark.parametrize("gs_rows, small, threads", [(0, 64, 256), (4, 64, 256), (64, 64, 256), (4, 0, 256),
-                                                     (4, 100000, 256), (4, 64, 1024), (4, 256, 1024)])
-@pytest.mark.parametrize("integer", [False, True])
-def test_gated_tail_settings(gs_rows, small, threads, integer, monkeypatch):
-    monkeypatch.setattr(gated_auction, "GS_ROWS", gs_rows)
-    monkeypatch.setattr(gated_auction, "SMALL", small)
-    monkeypatch.setattr(gated_auction, "THREADS", threads)
-    rows, cols, cost, shape, un = generous_gate_instance(10000, 0.5, seed=11)
+def assert_generous_gate_exact(step: float, seed: int, integer: bool) -> None:
+    """The gated auction's objective equals SciPy's on a 10k-node generous-gate instance (costs x 1000 rounded
+    to integers when ``integer``)."""
+    rows, cols, cost, shape, un = generous_gate_instance(10000, step, seed=seed)
     if integer:
         cost, un = np.round(cost * 1000), float(np.round(un * 1000))
     row_un, col_un = np.full(shape[0], un), np.full(shape[1], un)
@@ -408,6 +403,17 @@ def test_gated_tail_settings(gs_rows, small, threads, integer, monkeypatch):
         assert got == ref
     else:
         np.testing.assert_allclose(got, ref, rtol=1e-9)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("gs_rows, small, threads", [(0, 64, 256), (4, 64, 256), (64, 64, 256), (4, 0, 256),
+                                                     (4, 100000, 256), (4, 64, 1024), (4, 256, 1024)])
+@pytest.mark.parametrize("integer", [False, True])
+def test_gated_tail_settings(gs_rows, small, threads, integer, monkeypatch):
+    monkeypatch.setattr(gated_auction, "GS_ROWS", gs_rows)
+    monkeypatch.setattr(gated_auction, "SMALL", small)
+    monkeypatch.setattr(gated_auction, "THREADS", threads)
+    assert_generous_gate_exact(0.5, 11, integer)
 
 
 @pytest.mark.gpu
@@ -419,15 +425,7 @@ def test_gated_finisher_settings(finish, small, early_stop, step, integer, monke
     monkeypatch.setattr(gated_auction, "EARLY_STOP", early_stop)
     monkeypatch.setattr(gated_auction, "FINISH_ROWS", finish)
     monkeypatch.setattr(gated_auction, "SMALL", small)
-    rows, cols, cost, shape, un = generous_gate_instance(10000, step, seed=int(step * 10) + integer)
-    if integer:
-        cost, un = np.round(cost * 1000), float(np.round(un * 1000))
-    row_un, col_un = np.full(shape[0], un), np.full(shape[1], un)
-    got, ref = check_gated(rows, cols, cost, shape, row_un, col_un)
-    if integer:
-        assert got == ref
-    else:
-        np.testing.assert_allclose(got, ref, rtol=1e-9)
+    assert_generous_gate_exact(step, int(step * 10) + integer, integer)
 
 
 @pytest.mark.gpu

@@ -139,6 +139,9 @@ def smooth_pair(state: TrackState, prediction: Prediction, search: CandidateSear
     p = prediction.model.current_persistence()
     predicted, variance, own, radius = prediction.predict(state, a)
     rows, cols, distance_sq = search.search(predicted, radius, frame_a, a, frame_b_points, b)
+    if prediction.axis_sd is not None:  # (whitened positions: the gate is a ball in µm)
+        inside = prediction.in_gate(np.take(predicted, rows, axis=0) - np.take(positions, b[cols], axis=0))
+        rows, cols, distance_sq = rows[inside], cols[inside], distance_sq[inside]
     residual_variance = prediction.residual_variance()
     target_um = np.take(positions, b[cols], axis=0)
     step = target_um - np.take(positions, a[rows], axis=0)

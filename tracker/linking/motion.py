@@ -85,10 +85,13 @@ class MotionModel:
         self.sum_vv += float(np.sum(vv))
         self.sum_vw += float(np.sum(vw))
         self.sum_ww += float(np.sum(ww))
-        # (New arrays, not in place: a copy.copy of the model, a trial, must not change the model's sums.)
-        self.axis_step_sq = self.axis_step_sq + step_sq.sum(axis=0)
-        self.axis_vv, self.axis_vw = self.axis_vv + vv.sum(axis=0), self.axis_vw + vw.sum(axis=0)
-        self.axis_ww = self.axis_ww + ww.sum(axis=0)
+        # Per axis through BLAS (a column sum of a (k, 3) array is 50x slower). New arrays, not in place: a
+        # copy.copy of the model, a trial, must not change the model's sums.
+        ones = np.ones(len(step))
+        self.axis_step_sq = self.axis_step_sq + ones @ step_sq
+        ones = ones[:len(v)]
+        self.axis_vv, self.axis_vw = self.axis_vv + ones @ vv, self.axis_vw + ones @ vw
+        self.axis_ww = self.axis_ww + ones @ ww
 
     @property
     def ready(self) -> bool:

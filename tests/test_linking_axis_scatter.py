@@ -118,3 +118,18 @@ def test_isotropic_data_do_not_whiten(monkeypatch):
     table = {"frame": np.repeat(np.arange(15), 300), **dict(zip("zyx", np.concatenate(frames).T))}
     link_detections(table, 1.5, solver="scipy")
     assert calls == [None]
+
+
+def test_prediction_gate_is_a_ball_in_um_in_whitened_coordinates():
+    from tracker.linking.prediction import Prediction
+
+    shape = np.array([4.0, 0.25, 0.25])  # z scatter 4x the y, x scatter's SD
+    plain = Prediction("persistent", True, 2.0, MotionModel())
+    assert plain.in_gate(np.ones((1, 3))) is None and plain.inner_gate() == 2.0
+    whitened = Prediction("persistent", True, whitened_gate(2.0, shape), MotionModel(), np.sqrt(shape), 2.0)
+    assert whitened.gate == pytest.approx(4.0)  # the search's cap: the gate along y, x (SD 0.5) in whitened units
+    assert whitened.inner_gate() == pytest.approx(1.0)  # the gate along z (SD 2) in whitened units
+    um = np.array([[1.9, 0.0, 0.0], [2.1, 0.0, 0.0], [0.0, 1.9, 0.0], [0.0, 1.2, 1.7], [0.0, 0.0, 2.1]])
+    inside = whitened.in_gate(whiten(um, shape))
+    assert inside.tolist() == [True, False, True, False, False]
+    assert whitened.in_gate(whiten(um, shape), n_steps=2).tolist() == [True, True, True, True, True]

@@ -11,7 +11,10 @@ track_state.TrackState`:
    (:mod:`~tracker.linking.candidate_search`), and costs are squared distances
    from the prediction in units of its expected scatter. When the data show
    missing detections (:mod:`~tracker.linking.missing_detections`), the track
-   ends of the last ``max_gap`` frames are extra rows of every assignment;
+   ends of the last ``max_gap`` frames are extra rows of every assignment.
+   Where the links show a scatter that differs between axes (noise larger
+   along z), the frames are linked again with each axis in units of its own
+   scatter (:mod:`~tracker.linking.axis_scatter`);
 2. the backward relink (:mod:`~tracker.linking.backward_relink`) of the first
    frame pair, linked before any velocity was known;
 3. forward-backward smoothing (:mod:`~tracker.linking.smoothing`): when the
@@ -143,7 +146,10 @@ def link_detections(
         The detections with ``track_id`` first, then ``link_cost`` (µm²:
         squared distance of the point from where the link predicted it; for
         a link across ``g`` missing frames, divided by ``g + 1``; NaN where a
-        track starts) and ``link_confidence`` (0..1, NaN at a start), sorted
+        track starts; where the axes' scatters differ, the squared
+        Mahalanobis distance in the per-axis scatter times the mean per-axis
+        variance, :mod:`tracker.linking.axis_scatter`) and
+        ``link_confidence`` (0..1, NaN at a start), sorted
         by ``track_id, frame``. Track ids are 0, 1, … in order of first
         appearance; the same input always gives the same table.
     LinkSummary

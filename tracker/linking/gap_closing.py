@@ -121,7 +121,8 @@ def close_track_gaps(state: TrackState, prediction: Prediction, *, max_gap: int 
         persistence=prediction.model.current_persistence() if predicts else 0.0,
         step_variance=prediction.step_variance(),
         residual_variance=prediction.residual_variance() if predicts else None,
-        scale=prediction.scale(state, np.arange(len(state))), max_displacement_um=prediction.gate if prediction.axis_sd is None else prediction.gate_um,
+        scale=prediction.scale(state, np.arange(len(state))),
+        max_displacement_um=prediction.gate if prediction.axis_sd is None else prediction.gate_um,
         max_gap=max_gap, gap_penalty=gap_penalty, no_link_factor=no_link_factor, solver=solver,
         ndim=prediction.model.ndim, axis_sd=prediction.axis_sd,
     )

@@ -142,6 +142,8 @@ def smooth_pair(state: TrackState, prediction: Prediction, search: CandidateSear
     if prediction.axis_sd is not None:  # (whitened positions: the gate is a ball in µm)
         inside = prediction.in_gate(np.take(predicted, rows, axis=0) - np.take(positions, b[cols], axis=0))
         rows, cols, distance_sq = rows[inside], cols[inside], distance_sq[inside]
+    rows, cols, distance_sq = with_forward_links(state, prediction, predicted, radius, a, b, rows, cols,
+                                                 distance_sq)
     residual_variance = prediction.residual_variance()
     target_um = np.take(positions, b[cols], axis=0)
     step = target_um - np.take(positions, a[rows], axis=0)
@@ -173,3 +175,39 @@ def smooth_pair(state: TrackState, prediction: Prediction, search: CandidateSear
     successor[a[chosen_rows]] = b[chosen_cols]
     state.record_links(a[chosen_rows], b[chosen_cols], distance_sq[index], variance[chosen_rows], confidence)
     return exchange_candidates(b, len(a), rows, cols, cost, chosen_rows, chosen_cols, index, confidence)
+
+
+def with_forward_links(state: TrackState, prediction: Prediction, predicted: np.ndarray, radius: np.ndarray,
+                       a: np.ndarray, b: np.ndarray, rows: np.ndarray, cols: np.ndarray,
+                       distance_sq: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The candidates ``rows`` (into ``a``), ``cols`` (into ``b``; sorted by row, then column) with squared distances
+    (µm²) from ``predicted``, plus each point's forward-pass link into ``b`` where it lies past the point's search
+    ``radius`` (µm) but within the gate.
+
+    The smoothing pass predicts with the persistence and scatter learnt from the whole forward pass; a step the
+    forward pass linked while the motion was still being learnt (a turn, a change of speed) can lie past that
+    radius. The pass then weighs it against the other candidates instead of cutting it off unseen: its cost
+    (squared standard deviations past the radius) decides.
+    """
+    after = state.successor[a]
+    linked = np.flatnonzero(after >= 0)
+    col = np.minimum(np.searchsorted(b, after[linked]), max(len(b) - 1, 0))
+    into_b = b[col] == after[linked]
+    linked, col = linked[into_b], col[into_b]
+    delta = np.take(predicted, linked, axis=0) - np.take(state.positions, b[col], axis=0)
+    sq = np.einsum("ij,ij->i", delta, delta)
+    beyond = sq > radius[linked] ** 2  # (within the radius: among the candidates already, or past the gate)
+    if not beyond.any():
+        return rows, cols, distance_sq
+    linked, col, sq, delta = linked[beyond], col[beyond], sq[beyond], delta[beyond]
+    key, query = rows * len(b) + cols, linked * len(b) + col  # (keys sorted: rows, then columns)
+    at = np.minimum(np.searchsorted(key, query), max(len(key) - 1, 0))
+    keep = key[at] != query if len(key) else np.ones(len(query), bool)  # (not among the candidates)
+    in_gate = prediction.in_gate(delta)
+    keep &= (sq <= prediction.gate**2) if in_gate is None else in_gate
+    if not keep.any():
+        return rows, cols, distance_sq
+    rows, cols = np.concatenate([rows, linked[keep]]), np.concatenate([cols, col[keep]])
+    distance_sq = np.concatenate([distance_sq, sq[keep]])
+    order = np.lexsort((cols, rows))
+    return rows[order], cols[order], distance_sq[order]

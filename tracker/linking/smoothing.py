@@ -142,8 +142,7 @@ def smooth_pair(state: TrackState, prediction: Prediction, search: CandidateSear
     if prediction.axis_sd is not None:  # (whitened positions: the gate is a ball in µm)
         inside = prediction.in_gate(np.take(predicted, rows, axis=0) - np.take(positions, b[cols], axis=0))
         rows, cols, distance_sq = rows[inside], cols[inside], distance_sq[inside]
-    rows, cols, distance_sq = with_forward_links(state, prediction, predicted, radius, a, b, rows, cols,
-                                                 distance_sq)
+    rows, cols, distance_sq = with_forward_links(state, prediction, predicted, a, b, rows, cols, distance_sq)
     residual_variance = prediction.residual_variance()
     target_um = np.take(positions, b[cols], axis=0)
     step = target_um - np.take(positions, a[rows], axis=0)
@@ -177,34 +176,33 @@ def smooth_pair(state: TrackState, prediction: Prediction, search: CandidateSear
     return exchange_candidates(b, len(a), rows, cols, cost, chosen_rows, chosen_cols, index, confidence)
 
 
-def with_forward_links(state: TrackState, prediction: Prediction, predicted: np.ndarray, radius: np.ndarray,
-                       a: np.ndarray, b: np.ndarray, rows: np.ndarray, cols: np.ndarray,
+def with_forward_links(state: TrackState, prediction: Prediction, predicted: np.ndarray, a: np.ndarray,
+                       b: np.ndarray, rows: np.ndarray, cols: np.ndarray,
                        distance_sq: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """The candidates ``rows`` (into ``a``), ``cols`` (into ``b``; sorted by row, then column) with squared distances
-    (µm²) from ``predicted``, plus each point's forward-pass link into ``b`` where it lies past the point's search
-    ``radius`` (µm) but within the gate.
+    (µm²) from ``predicted``, plus each point's forward-pass link into ``b`` where it is not among them (past
+    the point's search radius) but lies within the gate.
 
     The smoothing pass predicts with the persistence and scatter learnt from the whole forward pass; a step the
     forward pass linked while the motion was still being learnt (a turn, a change of speed) can lie past that
     radius. The pass then weighs it against the other candidates instead of cutting it off unseen: its cost
     (squared standard deviations past the radius) decides.
     """
-    after = state.successor[a]
-    linked = np.flatnonzero(after >= 0)
-    col = np.minimum(np.searchsorted(b, after[linked]), max(len(b) - 1, 0))
-    into_b = b[col] == after[linked]
-    linked, col = linked[into_b], col[into_b]
+    if len(b) == 0:
+        return rows, cols, distance_sq
+    column = np.full(int(b[-1] - b[0]) + 2, -1, dtype=np.int64)  # (b sorted: a point's column, -1 if not in b)
+    column[b - b[0]] = np.arange(len(b))
+    forward = column[np.clip(state.successor[a] - b[0], -1, len(column) - 1)]  # (-1: no successor in b)
+    among = np.zeros(len(a), dtype=bool)
+    among[rows[np.take(forward, rows) == cols]] = True
+    linked = np.flatnonzero((forward >= 0) & ~among)  # (past the radius, or past the gate)
+    if len(linked) == 0:
+        return rows, cols, distance_sq
+    col = forward[linked]
     delta = np.take(predicted, linked, axis=0) - np.take(state.positions, b[col], axis=0)
     sq = np.einsum("ij,ij->i", delta, delta)
-    beyond = sq > radius[linked] ** 2  # (within the radius: among the candidates already, or past the gate)
-    if not beyond.any():
-        return rows, cols, distance_sq
-    linked, col, sq, delta = linked[beyond], col[beyond], sq[beyond], delta[beyond]
-    key, query = rows * len(b) + cols, linked * len(b) + col  # (keys sorted: rows, then columns)
-    at = np.minimum(np.searchsorted(key, query), max(len(key) - 1, 0))
-    keep = key[at] != query if len(key) else np.ones(len(query), bool)  # (not among the candidates)
     in_gate = prediction.in_gate(delta)
-    keep &= (sq <= prediction.gate**2) if in_gate is None else in_gate
+    keep = (sq <= prediction.gate**2) if in_gate is None else in_gate
     if not keep.any():
         return rows, cols, distance_sq
     rows, cols = np.concatenate([rows, linked[keep]]), np.concatenate([cols, col[keep]])

@@ -113,7 +113,8 @@ def smooth_pair(state: TrackState, prediction: Prediction, search: CandidateSear
     is the negative log-likelihood of the step given the track's past and future. Links across missing
     frames stay as they are: ``a`` points joined to a later frame and ``b`` points joined from an earlier one
     are left out. ``no_link_cost`` (squared standard deviations) is the forward pass's, to which the
-    expected second term is added.
+    expected second term is added. Each point's forward-pass link stays a candidate even past the search
+    radius (:func:`with_forward_links`).
 
     With ``lookahead`` (where detections are sparse for the prediction: :data:`LOOKAHEAD_MAX_CROWDING`),
     ``w`` leads instead to the detection nearest to ``b + p s`` in the next frame, the term capped at

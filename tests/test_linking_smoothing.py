@@ -68,3 +68,23 @@ def test_smoothing_leaves_brownian_motion_alone():
     tables = [link_detections(detections, 2.5 * step, solver="scipy", smoothing=on) for on in (False, True)]
     for name in ("track_id", "frame", "link_cost", "link_confidence"):
         np.testing.assert_array_equal(tables[0][name], tables[1][name])
+
+
+def test_forward_links_past_the_radius_stay_candidates():
+    """The forward pass's link of a point is added to the smoothing pass's candidates where the radius left it
+    out, if it lies within the gate; links already among the candidates are not added twice."""
+    from tracker.linking.motion import MotionModel
+    from tracker.linking.prediction import Prediction
+    from tracker.linking.track_state import TrackState
+
+    positions = np.array([[0, 0, 0], [0, 0, 10], [0, 0, 1], [0, 0, 13], [0, 0, 30]], dtype=float)
+    state = TrackState.unlinked(positions, np.array([0, 0, 1, 1, 1]))
+    state.successor = np.array([2, 4, -1, -1, -1])  # 0 -> 2 (near), 1 -> 4 (20 µm: past the gate)
+    a, b = np.array([0, 1]), np.array([2, 3, 4])
+    rows, cols, distance_sq = np.array([1]), np.array([1]), np.array([9.0])  # only 1 -> 3 within the radius
+    prediction = Prediction("persistent", True, 5.0, MotionModel())
+    rows, cols, distance_sq = smoothing.with_forward_links(state, prediction, positions[a], a, b, rows, cols,
+                                                           distance_sq)
+    assert rows.tolist() == [0, 1] and cols.tolist() == [0, 1] and distance_sq.tolist() == [1.0, 9.0]
+    again = smoothing.with_forward_links(state, prediction, positions[a], a, b, rows, cols, distance_sq)
+    assert [x.tolist() for x in again] == [[0, 1], [0, 1], [1.0, 9.0]]

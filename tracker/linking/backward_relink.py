@@ -53,6 +53,8 @@ def relink_backwards(state: TrackState, prediction: Prediction, search: Candidat
     a_successor = successor[a]
     free = (a_successor < 0) | np.isin(a_successor, b)
     keep = free[cols]
+    if prediction.axis_sd is not None:  # (whitened positions: the gate is a ball in µm)
+        keep &= prediction.in_gate(np.take(predicted, rows, axis=0) - np.take(positions, a[cols], axis=0))
     rows, cols, distance_sq = rows[keep], cols[keep], distance_sq[keep]
     state.unlink(b)
     if rows.size == 0:

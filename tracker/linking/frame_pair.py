@@ -184,6 +184,11 @@ def _solve(state, prediction, search, a, b, model, gap_ends, gap_steps, gap_pena
     n_rows = len(predicted)
     keep = keep_for_smoothing and smoothing_applies(prediction, model)
     rows, cols, distance_sq = search.search(predicted, radius, a, a, b, b, keep=keep)
+    if prediction.axis_sd is not None and rows.size:  # (whitened positions: the gate is a ball in µm)
+        frames_spanned = np.concatenate([np.ones(len(a), dtype=np.int64), gap_steps])[rows]
+        inside = prediction.in_gate(np.take(predicted, rows, axis=0) - np.take(state.positions, b[cols], axis=0),
+                                    frames_spanned)
+        rows, cols, distance_sq = rows[inside], cols[inside], distance_sq[inside]
     if rows.size == 0:
         return _NO_POINTS, _NO_POINTS.copy(), np.empty(0), np.empty(0), np.empty(0)
     scaled = own_scatter_cost(distance_sq, variance[rows], own[rows], model.ndim) + penalty[rows]  # (squared SDs)

@@ -121,9 +121,10 @@ def close_track_gaps(state: TrackState, prediction: Prediction, *, max_gap: int 
         persistence=prediction.model.current_persistence() if predicts else 0.0,
         step_variance=prediction.step_variance(),
         residual_variance=prediction.residual_variance() if predicts else None,
-        scale=prediction.scale(state, np.arange(len(state))), max_displacement_um=prediction.gate,
+        scale=prediction.scale(state, np.arange(len(state))),
+        max_displacement_um=prediction.gate if prediction.axis_sd is None else prediction.gate_um,
         max_gap=max_gap, gap_penalty=gap_penalty, no_link_factor=no_link_factor, solver=solver,
-        ndim=prediction.model.ndim,
+        ndim=prediction.model.ndim, axis_sd=prediction.axis_sd,
     )
 
 
@@ -146,6 +147,7 @@ def close_gaps(
     no_link_factor: float = LINKING_DEFAULTS.no_link_factor,
     solver: str = "auto",
     ndim: int = 3,
+    axis_sd: np.ndarray | None = None,
 ) -> int:
     """Join track ends to later track starts, in place.
 
@@ -172,6 +174,9 @@ def close_gaps(
         Most missing frames to bridge.
     ndim : int
         Dimension of the motion (3, or 2 for 2D data; ``positions`` zero on unused axes).
+    axis_sd : (3,) float array, optional
+        Where the axes' scatters differ: ``positions``, the velocities and the variances are whitened (each axis
+        divided by ``axis_sd``, :mod:`tracker.linking.axis_scatter`), the gate ``max_displacement_um`` still µm.
 
     Returns
     -------
@@ -193,6 +198,7 @@ def close_gaps(
         return 0
     predicts = residual_variance is not None
     gate_sigmas = gap_closing_gate_sigmas(ndim)
+    reach = max_displacement_um if axis_sd is None else max_displacement_um / float(np.min(axis_sd))
     edge_rows, edge_cols, edge_cost, edge_residual = [], [], [], []
     end_frames, start_frames = frames[ends], frames[starts]
     for n_steps in range(2, max_gap + 2):
@@ -211,7 +217,7 @@ def close_gaps(
         one_step = np.where(with_v, residual_variance if predicts else step_variance, step_variance)
         variance = one_step * spread_factor(persistence if predicts else 0.0, n_steps, with_v)
         own = scale[end_points]
-        radius = np.minimum(gate_sigmas * np.sqrt(variance * own), max_displacement_um * np.sqrt(n_steps))
+        radius = np.minimum(gate_sigmas * np.sqrt(variance * own), reach * np.sqrt(n_steps))
         targets = positions[starts[s]]
         low = min(predicted[:, 0].min(), targets[:, 0].min())
         slab = max(predicted[:, 0].max(), targets[:, 0].max()) - low + 2.0 * float(radius.max()) + 1.0
@@ -222,6 +228,9 @@ def close_gaps(
         moved_targets[:, 0] += (start_frames[s] - n_steps - first) * slab
         rows, cols, _ = gated_links_per_source(moved_sources, moved_targets, radius)
         delta = predicted[rows] - targets[cols]
+        if axis_sd is not None:  # (the gate is a ball in µm)
+            inside = np.sum((delta * axis_sd) ** 2, axis=1) <= max_displacement_um**2 * n_steps
+            rows, cols, delta = rows[inside], cols[inside], delta[inside]
         distance_sq = np.sum(delta * delta, axis=1)
         edge_rows.append(e[rows])
         edge_cols.append(s[cols])

@@ -11,7 +11,10 @@ track_state.TrackState`:
    (:mod:`~tracker.linking.candidate_search`), and costs are squared distances
    from the prediction in units of its expected scatter. When the data show
    missing detections (:mod:`~tracker.linking.missing_detections`), the track
-   ends of the last ``max_gap`` frames are extra rows of every assignment;
+   ends of the last ``max_gap`` frames are extra rows of every assignment.
+   Where the links show a scatter that differs between axes (noise larger
+   along z), the frames are linked again with each axis in units of its own
+   scatter (:mod:`~tracker.linking.axis_scatter`);
 2. the backward relink (:mod:`~tracker.linking.backward_relink`) of the first
    frame pair, linked before any velocity was known;
 3. forward-backward smoothing (:mod:`~tracker.linking.smoothing`): when the
@@ -40,6 +43,7 @@ from ..params import LINKING_DEFAULTS, LinkingParams
 from ..progress import ProgressCallback
 from ..tables import Table, positions_um, sort_table, take_rows
 from ..validation import check_detections, check_gate
+from .axis_scatter import scatter_shape, whiten, whitened_gate
 from .backward_relink import relink_first_pair
 from .candidate_search import CandidateSearch
 from .frame_pair import forward_pass
@@ -145,7 +149,10 @@ def link_detections(
         The detections with ``track_id`` first, then ``link_cost`` (µm²:
         squared distance of the point from where the link predicted it; for
         a link across ``g`` missing frames, divided by ``g + 1``; NaN where a
-        track starts) and ``link_confidence`` (0..1, NaN at a start), sorted
+        track starts; where the axes' scatters differ, the squared
+        Mahalanobis distance in the per-axis scatter times the mean per-axis
+        variance, :mod:`tracker.linking.axis_scatter`) and
+        ``link_confidence`` (0..1, NaN at a start), sorted
         by ``track_id, frame``. Track ids are 0, 1, … in order of first
         appearance; the same input always gives the same table.
     LinkSummary
@@ -164,9 +171,9 @@ def link_detections(
     if np.any(np.diff(table["frame"]) < 0):  # (a stable sort of sorted frames changes nothing)
         table = sort_table(table, ["frame"])
     positions, ndim = motion_space(positions_um(table))
+    gate = float(max_displacement_um)
     state = TrackState.unlinked(positions, frame_steps(np.asarray(table["frame"], dtype=np.int64)), ndim)
-    prediction = Prediction(motion, adaptive_radius, float(max_displacement_um),
-                            MotionModel(persistence=persistence, ndim=ndim))
+    prediction = Prediction(motion, adaptive_radius, gate, MotionModel(persistence=persistence, ndim=ndim))
     search = CandidateSearch(positions)
     clearance = edge_clearance(positions, bounding_box(positions)) if len(state) else np.zeros(0)
     missing = MissingRate(clearance)
@@ -174,13 +181,25 @@ def link_detections(
 
     forward_pass(state, prediction, search, missing, frames, no_link_factor=no_link_factor, solver=solver,
                  max_gap=max_gap, gap_penalty=gap_penalty, keep_for_smoothing=smoothing, progress=progress)
+    shape = scatter_shape(prediction.model, prediction.predicts()) if prediction.scaled_costs() else None
+    if shape is not None:
+        # The axes' scatters differ (noise larger along z): link again, each axis in units of its own scatter.
+        positions, gate = whiten(positions, shape), whitened_gate(gate, shape)
+        state = TrackState.unlinked(positions, state.frames, ndim)
+        prediction = Prediction(motion, adaptive_radius, gate, MotionModel(persistence=persistence, ndim=ndim),
+                                np.sqrt(shape), float(max_displacement_um))
+        search = CandidateSearch(positions)
+        clearance = edge_clearance(positions, bounding_box(positions))
+        missing = MissingRate(clearance)
+        forward_pass(state, prediction, search, missing, frames, no_link_factor=no_link_factor, solver=solver,
+                     max_gap=max_gap, gap_penalty=gap_penalty, keep_for_smoothing=smoothing, progress=progress)
     radius_abandoned = radius_cuts_steps(state, prediction, missing)
     if radius_abandoned:
         # The motion changes (diffusion, then a directed run): the radii fitted to it cut true steps off.
         # Link again searching the whole gate, the costs still scaled by the motion model.
         state = TrackState.unlinked(positions, state.frames, ndim)
-        prediction = Prediction(motion, False, float(max_displacement_um), MotionModel(persistence=persistence,
-                                                                                         ndim=ndim))
+        prediction = Prediction(motion, False, gate, MotionModel(persistence=persistence, ndim=ndim),
+                                prediction.axis_sd, prediction.gate_um)
         search.forget_kept()
         missing = MissingRate(clearance)
         forward_pass(state, prediction, search, missing, frames, no_link_factor=no_link_factor, solver=solver,

@@ -260,9 +260,10 @@ def radius_cuts_steps(state: TrackState, prediction: Prediction, missing: Missin
     if len(ends) == 0 or len(starts) == 0:
         return False
     span = float(np.ptp(state.positions[:, 0]))
-    cut = _close_pairs(state, ends, starts, 1, prediction.gate, 0.0, span)
+    # (Within the gate along every axis: steps past the gate are not the radii's doing.)
+    cut = _close_pairs(state, ends, starts, 1, prediction.inner_gate(), 0.0, span)
     # Expected without a wrong tail: chance pairs, and the steps the model's own tail puts past the radius.
-    expected = _close_pairs(state, starts, ends, 1, prediction.gate, 0.0, span) + missing.inner_beyond_radius
+    expected = _close_pairs(state, starts, ends, 1, prediction.inner_gate(), 0.0, span) + missing.inner_beyond_radius
     significant = cut > 0 and gammainc(cut, max(expected, 1e-12)) <= EVIDENCE_P_VALUE
     return bool(significant and cut - expected > CUT_OFF_EXCESS * missing.inner_beyond_radius)
 

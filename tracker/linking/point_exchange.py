@@ -190,6 +190,8 @@ class ThroughTrack:
     radius_in: np.ndarray
     radius_on: np.ndarray
     cost: np.ndarray | None = None
+    axis_sd: np.ndarray | None = None  # (whitened positions: Prediction.axis_sd, and the gate in µm)
+    gate_um: float | None = None
 
     @classmethod
     def of(cls, state: TrackState, prediction: Prediction, points: np.ndarray,
@@ -207,18 +209,22 @@ class ThroughTrack:
                     np.take(positions, end, axis=0), np.take(positions, np.maximum(after_end, 0), axis=0),
                     predict_positions(start_um, state.velocity[start], has_v, p), variance, residual_variance,
                     scale, p, prediction.radius(variance, scale),
-                    prediction.radius(np.full(len(points), residual_variance), scale))
+                    prediction.radius(np.full(len(points), residual_variance), scale),
+                    axis_sd=prediction.axis_sd, gate_um=prediction.gate_um)
         track.cost = track.through(slice(None), track.position, gated=False)
         return track
 
-    def parts(self, index, middle_um):
+    def parts(self, index, middle_um, axis_sd=None):
         """Squared distances (µm²) of ``middle_um``, of the track's next point and of the one after (0 where
-        none) from their predictions, for tracks ``index`` (indices or a slice) passing through ``middle_um``."""
+        none) from their predictions, for tracks ``index`` (indices or a slice) passing through ``middle_um``;
+        each axis multiplied by ``axis_sd`` first where given (whitened positions back in µm)."""
         p = self.persistence
         start_um, end_um = self.start_um[index], self.end_um[index]
-        into_middle = _squared_norm(middle_um - self.predicted[index])
-        into_end = _squared_norm(end_um - middle_um - p * (middle_um - start_um))
-        into_after = _squared_norm(self.after_um[index] - end_um - p * (end_um - middle_um))
+        vectors = (middle_um - self.predicted[index], end_um - middle_um - p * (middle_um - start_um),
+                   self.after_um[index] - end_um - p * (end_um - middle_um))
+        if axis_sd is not None:
+            vectors = tuple(vector * axis_sd for vector in vectors)
+        into_middle, into_end, into_after = (_squared_norm(vector) for vector in vectors)
         return into_middle, into_end, np.where(self.has_after[index], into_after, 0.0)
 
     def through(self, index, middle_um, gated: bool = True):
@@ -230,7 +236,10 @@ class ThroughTrack:
         if gated:
             radius_on_sq = self.radius_on[index] ** 2
             inside = (into_middle <= self.radius_in[index] ** 2) & (into_end <= radius_on_sq)
-            cost = np.where(inside & (into_after <= radius_on_sq), cost, np.inf)
+            inside &= into_after <= radius_on_sq
+            if self.axis_sd is not None:  # (and within the gate in µm)
+                inside &= np.all(np.stack(self.parts(index, middle_um, self.axis_sd)) <= self.gate_um**2, axis=0)
+            cost = np.where(inside, cost, np.inf)
         return cost
 
 

@@ -39,6 +39,13 @@ class Prediction:
     adaptive_radius: bool
     gate: float
     model: MotionModel
+    axis_sd: np.ndarray | None = None
+    """Where the axes' scatters differ (:mod:`tracker.linking.axis_scatter`): each axis's standard deviation
+    relative to the root mean per-axis variance (``(3,)``). The linker's positions are then whitened (divided by
+    it), :attr:`gate` is the search's cap there (the µm gate along the axis of least scatter) and
+    :meth:`in_gate` keeps the displacements within the gate in µm. None: isotropic, positions in µm."""
+    gate_um: float | None = None
+    """With :attr:`axis_sd`: the gate ``max_displacement_um`` (µm)."""
 
     def predicts(self, model: MotionModel | None = None) -> bool:
         """Whether links are predicted from velocities: persistent motion, a model that has seen enough
@@ -88,6 +95,20 @@ class Prediction:
         if self.adaptive_radius:
             return np.minimum(DEFAULT_GATE_SIGMAS * np.sqrt(variance * own), self.gate)
         return np.full(len(variance), self.gate)
+
+    def in_gate(self, delta: np.ndarray, n_steps: np.ndarray | int = 1) -> np.ndarray | None:
+        """Which displacements ``delta`` (``(k, 3)``, whitened) lie within the gate in µm, times the root of
+        ``n_steps`` (frames spanned; the gate of a link across missing frames); None where the gate is a ball
+        of radius :attr:`gate` (isotropic scatter: the search's radius cap already is the gate)."""
+        if self.axis_sd is None:
+            return None
+        delta_um = delta * self.axis_sd
+        return np.einsum("ij,ij->i", delta_um, delta_um) <= self.gate_um**2 * np.asarray(n_steps)
+
+    def inner_gate(self) -> float:
+        """Radius of the largest ball around a prediction within the gate: :attr:`gate` (µm), or with whitened
+        positions (:attr:`axis_sd`) the µm gate along the axis of most scatter, in whitened units."""
+        return self.gate if self.axis_sd is None else self.gate_um / float(np.max(self.axis_sd))
 
     def adapts_scatter(self, state: TrackState) -> bool:
         """Whether tracks differ in scatter: adaptive radii, and the tracks' dispersion shows it

@@ -113,7 +113,8 @@ def smooth_pair(state: TrackState, prediction: Prediction, search: CandidateSear
     is the negative log-likelihood of the step given the track's past and future. Links across missing
     frames stay as they are: ``a`` points joined to a later frame and ``b`` points joined from an earlier one
     are left out. ``no_link_cost`` (squared standard deviations) is the forward pass's, to which the
-    expected second term is added.
+    expected second term is added. Each point's forward-pass link stays a candidate even past the search
+    radius (:func:`with_forward_links`).
 
     With ``lookahead`` (where detections are sparse for the prediction: :data:`LOOKAHEAD_MAX_CROWDING`),
     ``w`` leads instead to the detection nearest to ``b + p s`` in the next frame, the term capped at
@@ -139,6 +140,10 @@ def smooth_pair(state: TrackState, prediction: Prediction, search: CandidateSear
     p = prediction.model.current_persistence()
     predicted, variance, own, radius = prediction.predict(state, a)
     rows, cols, distance_sq = search.search(predicted, radius, frame_a, a, frame_b_points, b)
+    if prediction.axis_sd is not None:  # (whitened positions: the gate is a ball in µm)
+        inside = prediction.in_gate(np.take(predicted, rows, axis=0) - np.take(positions, b[cols], axis=0))
+        rows, cols, distance_sq = rows[inside], cols[inside], distance_sq[inside]
+    rows, cols, distance_sq = with_forward_links(state, prediction, predicted, a, b, rows, cols, distance_sq)
     residual_variance = prediction.residual_variance()
     target_um = np.take(positions, b[cols], axis=0)
     step = target_um - np.take(positions, a[rows], axis=0)
@@ -170,3 +175,38 @@ def smooth_pair(state: TrackState, prediction: Prediction, search: CandidateSear
     successor[a[chosen_rows]] = b[chosen_cols]
     state.record_links(a[chosen_rows], b[chosen_cols], distance_sq[index], variance[chosen_rows], confidence)
     return exchange_candidates(b, len(a), rows, cols, cost, chosen_rows, chosen_cols, index, confidence)
+
+
+def with_forward_links(state: TrackState, prediction: Prediction, predicted: np.ndarray, a: np.ndarray,
+                       b: np.ndarray, rows: np.ndarray, cols: np.ndarray,
+                       distance_sq: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The candidates ``rows`` (into ``a``), ``cols`` (into ``b``; sorted by row, then column) with squared distances
+    (µm²) from ``predicted``, plus each point's forward-pass link into ``b`` where it is not among them (past
+    the point's search radius) but lies within the gate.
+
+    The smoothing pass predicts with the persistence and scatter learnt from the whole forward pass; a step the
+    forward pass linked while the motion was still being learnt (a turn, a change of speed) can lie past that
+    radius. The pass then weighs it against the other candidates instead of cutting it off unseen: its cost
+    (squared standard deviations past the radius) decides.
+    """
+    if len(b) == 0:
+        return rows, cols, distance_sq
+    column = np.full(int(b[-1] - b[0]) + 2, -1, dtype=np.int64)  # (b sorted: a point's column, -1 if not in b)
+    column[b - b[0]] = np.arange(len(b))
+    forward = column[np.clip(state.successor[a] - b[0], -1, len(column) - 1)]  # (-1: no successor in b)
+    among = np.zeros(len(a), dtype=bool)
+    among[rows[np.take(forward, rows) == cols]] = True
+    linked = np.flatnonzero((forward >= 0) & ~among)  # (past the radius, or past the gate)
+    if len(linked) == 0:
+        return rows, cols, distance_sq
+    col = forward[linked]
+    delta = np.take(predicted, linked, axis=0) - np.take(state.positions, b[col], axis=0)
+    sq = np.einsum("ij,ij->i", delta, delta)
+    in_gate = prediction.in_gate(delta)
+    keep = (sq <= prediction.gate**2) if in_gate is None else in_gate
+    if not keep.any():
+        return rows, cols, distance_sq
+    rows, cols = np.concatenate([rows, linked[keep]]), np.concatenate([cols, col[keep]])
+    distance_sq = np.concatenate([distance_sq, sq[keep]])
+    order = np.lexsort((cols, rows))
+    return rows[order], cols[order], distance_sq[order]

@@ -162,11 +162,11 @@ def link_detections(
                   persistence=persistence, adaptive_radius=adaptive_radius, smoothing=smoothing, max_gap=max_gap,
                   gap_penalty=gap_penalty, solver=solver)  # (a one-line ValueError naming a bad option)
     table = check_detections(detections)  # (whole frame numbers, finite positions, duplicated rows dropped)
-    gate = GateEstimate.given(max_displacement_um) if max_displacement_um is not None else estimate_gate(
-        table, solver=solver)
-    if gate.source != "given":
-        _log.debug("gate: %s", gate.evidence())
-    max_displacement_um = gate.value_um
+    gate_estimate = (GateEstimate.given(max_displacement_um) if max_displacement_um is not None
+                     else estimate_gate(table, solver=solver))
+    if gate_estimate.source != "given":
+        _log.debug("gate: %s", gate_estimate.evidence())
+    max_displacement_um = gate_estimate.value_um
     check_gate(table, max_displacement_um)  # (a gate too large for memory refused up front)
     if np.any(np.diff(table["frame"]) < 0):  # (a stable sort of sorted frames changes nothing)
         table = sort_table(table, ["frame"])
@@ -224,7 +224,7 @@ def link_detections(
         persistence=float(prediction.model.current_persistence()) if prediction.predicts() else None,
         persistence_estimated=persistence is None, smoothing=smoothed, exchanges=exchanges,
         missing_rate=float(missing.rate()), gap_closing=closing_gaps, radius_abandoned=radius_abandoned,
-        gate=gate,
+        gate=gate_estimate,
     )
     _log.info("%s", summary)
     carried = {name: column for name, column in table.items()

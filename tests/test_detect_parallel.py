@@ -154,3 +154,21 @@ def test_the_dask_task_detects_its_frame_on_its_own_thread(frames, serial, tmp_p
     assert threads == [threading.current_thread()]
     in_frame = serial["frame"] == 2
     np.testing.assert_array_equal(table["z"], serial["z"][in_frame])
+
+
+def test_a_progress_callback_that_raises_stops_the_run(frames):
+    """The napari panel cancels a run by raising from its progress callback."""
+
+    class Cancelled(Exception):
+        pass
+
+    seen = []
+
+    def progress(stage, done, total):
+        seen.append(done)
+        if done == 2:
+            raise Cancelled
+
+    with pytest.raises(Cancelled):
+        detect_stack(as_stack(frames, VOXEL), 0.5, device="cpu", workers=3, progress=progress)
+    assert seen == [1, 2]

@@ -55,7 +55,7 @@ def main() -> None:
     rendered = as_stack(render_stack(truth, (args.frames, *shape), VOXEL, (0.45, 0.18, 0.18), snr=8, seed=2), VOXEL)
     sample = read_stack(SAMPLE)
     print(f"{platform.processor() or platform.machine()}, os.cpu_count() {os.cpu_count()}, available cores "
-          f"{workers}, load average {os.getloadavg()[0]:.2f}; medians of {args.repeats} (sample.tif: {3 * args.repeats})")
+          f"{workers}, load average {os.getloadavg()[0]:.2f}; repeats {args.repeats} (sample.tif: {3 * args.repeats})")
     print(f"| stack | frames | serial s/frame (median, best) | {workers} workers s/frame (median, best) | "
           f"speed-up (medians, bests) | identical | detections |")
     print("|---|---|---|---|---|---|---|")

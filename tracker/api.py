@@ -107,7 +107,7 @@ def detect_stack(stack: Any, *, voxel_size_um: Sequence[float] | None = None, **
         Overrides the stack's voxel size (µm; an array's default is 1 µm).
     **options
         ``spot_radius_um``, ``threshold``, ``device`` (:class:`tracker.params.DetectionParams`),
-        ``detection`` (all of them as one object), ``progress``.
+        ``detection`` (all of them as one object), ``progress``, ``workers`` (frames the CPU detects at once).
 
     Returns
     -------

@@ -1,8 +1,9 @@
 """The whole job: a stack in, detections and tracks out.
 
 ``track_stack`` runs detection frame by frame (on the GPU when
-``device="auto"`` finds one) and then linking. Only the current frame is in
-memory during detection. Parameters are checked here, at the boundary, by the
+``device="auto"`` finds one; on the CPU, a few frames at once, one per core,
+:mod:`tracker.parallel_frames`) and then linking. Only the frames being
+detected are in memory during detection. Parameters are checked here, at the boundary, by the
 parameter model (:mod:`tracker.params`): a bad value is a one-line
 ``ValueError`` naming the option before any work is done.
 """
@@ -21,6 +22,7 @@ from .backend import resolve_device
 from .detect import detect_spots
 from .errors import InputError
 from .linking import LinkSummary, link_detections
+from .parallel_frames import frames_in_flight, map_frames_in_order
 from .params import DETECTION_DEFAULTS, LINKING_DEFAULTS, DetectionParams, LinkingParams
 from .progress import ProgressCallback, Stage
 from .spot_scale import SpotScale, estimate_spot_radius, frames_to_sample
@@ -100,8 +102,12 @@ def detect_stack(
     device: str = _D.device,
     detection: DetectionParams | None = None,
     progress: ProgressCallback | None = None,
+    workers: int | None = None,
 ) -> Table:
     """Detect spots in every frame of ``stack`` (see :func:`tracker.detect.detect_spots`).
+
+    On the CPU, several frames at once, one per core (:mod:`tracker.parallel_frames`); the result is the same,
+    bit for bit and in the same order, as one frame at a time. On the GPU, one frame at a time.
 
     Parameters
     ----------
@@ -113,7 +119,11 @@ def detect_stack(
     detection : DetectionParams, optional
         All of them as one object, instead of the keywords.
     progress : callable, optional
-        ``progress(Stage.DETECT, done, total)`` after each frame.
+        ``progress(Stage.DETECT, done, total)`` after each frame, in frame order.
+    workers : int, optional
+        The most frames the CPU detects at once (1: one at a time); None: the cores this process may use
+        (:func:`tracker._threads.available_cores`), fewer where the frames would not fit in memory
+        (:func:`tracker.parallel_frames.frames_in_flight`).
 
     Raises
     ------
@@ -128,11 +138,11 @@ def detect_stack(
     """
     keywords = {"spot_radius_um": spot_radius_um, "threshold": _D.threshold if threshold is None else threshold,
                 "device": device}
-    return _detect_stack(stack, _stage_params(DetectionParams, detection, _D, keywords), progress)[0]
+    return _detect_stack(stack, _stage_params(DetectionParams, detection, _D, keywords), progress, workers)[0]
 
 
-def _detect_stack(stack: Stack, detection: DetectionParams,
-                  progress: ProgressCallback | None) -> tuple[Table, SpotScale | None]:
+def _detect_stack(stack: Stack, detection: DetectionParams, progress: ProgressCallback | None,
+                  workers: int | None = None) -> tuple[Table, SpotScale | None]:
     """:func:`detect_stack`, and the spot size it estimated (None where the radius was given)."""
     arguments = detection.to_dict()
     device = arguments.pop("device")
@@ -144,18 +154,30 @@ def _detect_stack(stack: Stack, detection: DetectionParams,
     check_detection_scale(stack.shape[1:], stack.voxel_size, arguments["spot_radius_um"])
     tables = []
     n_constant = 0
-    for t in range(stack.n_frames):
-        try:
-            table, constant = _detect_frame(stack, t, xp, arguments)
-        except Exception as error:
-            if xp is np or not _gpu_out_of_memory(error):
-                raise
-            xp = _cpu_after_gpu_out_of_memory(xp, device, stack, t)
-            table, constant = _detect_frame(stack, t, xp, arguments)
-        tables.append(table)
-        n_constant += constant
+
+    def done(t: int, result: tuple[Table, bool]) -> None:
+        nonlocal n_constant
+        tables.append(result[0])
+        n_constant += result[1]
         if progress is not None:
             progress(Stage.DETECT, t + 1, stack.n_frames)
+
+    t = 0
+    while xp is not np and t < stack.n_frames:  # the GPU: one frame at a time
+        try:
+            result = _detect_frame(stack, t, xp, arguments)
+        except Exception as error:
+            if not _gpu_out_of_memory(error):
+                raise
+            xp = _cpu_after_gpu_out_of_memory(xp, device, stack, t)
+            break  # (this frame and the rest on the CPU)
+        done(t, result)
+        t += 1
+    if t < stack.n_frames:  # the CPU: several frames at once
+        in_flight = frames_in_flight(stack.shape[1:], stack.n_frames - t, workers)
+        map_frames_in_order(lambda t: np.asarray(stack.frame(t)),
+                            lambda volume, t: _detect_volume(volume, t, stack.voxel_size, arguments),
+                            range(t, stack.n_frames), in_flight, done)
     return check_frames_detected(tables, n_constant), spot_scale
 
 
@@ -173,9 +195,14 @@ def check_frames_detected(tables: Sequence[Table], n_constant: int) -> Table:
 
 def _detect_frame(stack: Stack, t: int, xp: Any, arguments: Mapping[str, Any]) -> tuple[Table, bool]:
     """The detections of frame ``t`` (on ``xp``'s device), and whether the frame is constant."""
-    volume = xp.asarray(stack.frame(t))
+    return _detect_volume(xp.asarray(stack.frame(t)), t, stack.voxel_size, arguments)
+
+
+def _detect_volume(volume: Any, t: int, voxel_size: Sequence[float],
+                   arguments: Mapping[str, Any]) -> tuple[Table, bool]:
+    """The detections of ``volume``, frame ``t`` (on its array's device), and whether it is constant."""
     try:
-        return (detect_spots(volume, stack.voxel_size, frame=t, **arguments),
+        return (detect_spots(volume, voxel_size, frame=t, **arguments),
                 float(volume.max()) == float(volume.min()))
     except ValueError as error:
         raise InputError(str(error)) from None

@@ -235,3 +235,20 @@ def test_csv_link_does_not_import_pandas(tmp_path):
             "print('pandas' in sys.modules)")
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert result.stdout.strip() == "False", result.stderr
+
+
+def test_every_integer_and_float_width_is_read_as_float64(tmp_path):
+    import pyarrow
+    import pyarrow.parquet
+
+    columns = {f"c_{name}": pyarrow.array([1, None, 3, 250], type=getattr(pyarrow, name)())
+               for name in ("int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64", "float32", "float64")}
+    columns["c_int8"] = pyarrow.array([1, None, -3, 120], type=pyarrow.int8())
+    columns["c_float16"] = pyarrow.array(np.array([1, np.nan, 3, 250], dtype=np.float16), from_pandas=True)
+    pyarrow.parquet.write_table(pyarrow.table({"frame": pyarrow.array([0, 1, 2, 3]), **columns}).slice(1),
+                                tmp_path / "t.parquet")
+    read = io.read_table(tmp_path / "t.parquet")
+    for name in columns:
+        expected = [np.nan, -3.0, 120.0] if name == "c_int8" else [np.nan, 3.0, 250.0]
+        assert read[name].dtype == np.float64
+        np.testing.assert_array_equal(read[name], expected, err_msg=name)

@@ -114,7 +114,10 @@ def _numpy_to_arrow(column: np.ndarray):
 
 
 def _arrow_to_numpy(array, kind: str) -> np.ndarray:
-    """A pyarrow float64 (``kind="f"``) or boolean (``kind="b"``) Array as NumPy: nulls as NaN / False."""
+    """A pyarrow integer or floating (``kind="f"``: as float64) or boolean (``kind="b"``) Array as NumPy: nulls as
+    NaN / False."""
+    import pyarrow.types as types
+
     n, offset = len(array), array.offset
     validity, data = array.buffers()[:2]
 
@@ -124,7 +127,10 @@ def _arrow_to_numpy(array, kind: str) -> np.ndarray:
     if kind == "b":
         values = bits(data) if n else np.zeros(0, dtype=bool)
         return values & bits(validity) if array.null_count else values
-    values = np.frombuffer(data, np.float64, count=n, offset=8 * offset).copy() if n else np.zeros(0)
+    code = "f" if types.is_floating(array.type) else "i" if types.is_signed_integer(array.type) else "u"
+    dtype = np.dtype(f"{code}{array.type.bit_width // 8}")
+    values = (np.frombuffer(data, dtype, count=n, offset=dtype.itemsize * offset).astype(np.float64) if n
+              else np.zeros(0))
     if array.null_count:
         values[~bits(validity)] = np.nan
     return values
@@ -290,7 +296,9 @@ def _numeric(column) -> np.ndarray | None:
         return _arrow_to_numpy(column, "b")
     if types.is_null(kind):
         return np.full(len(column), np.nan)
-    if types.is_integer(kind) or types.is_floating(kind) or types.is_decimal(kind):
+    if types.is_integer(kind) or types.is_floating(kind):  # (by their buffers: a cast imports pyarrow.compute)
+        return _arrow_to_numpy(column, "f")
+    if types.is_decimal(kind):
         return _arrow_to_numpy(column.cast(pyarrow.float64()), "f")
     if types.is_string(kind) or types.is_large_string(kind):
         strings = np.asarray(column.to_pylist(), dtype=object)

@@ -97,6 +97,20 @@ def test_link_command(tmp_path, simulated):
     assert scores["link_f1"] > 0.98
 
 
+def test_link_command_in_2d(tmp_path, simulated):
+    """A 2D table (frame, y, x; no z column) links in 2D, as in Python, and keeps its columns."""
+    _, truth_path = simulated
+    truth = io.read_table(truth_path)
+    detections = tmp_path / "det2d.csv"
+    io.write_table(detections, {k: truth[k] for k in ("frame", "y", "x")})
+    result = invoke("link", detections, "-o", tmp_path / "tracks.csv", "-q")
+    assert result.exit_code == 0, result.output
+    tracks = io.read_table(tmp_path / "tracks.csv")
+    assert "z" not in tracks and len(tracks["frame"]) == len(truth["frame"])
+    expected = link_detections({k: truth[k] for k in ("frame", "y", "x")})
+    np.testing.assert_array_equal(tracks["track_id"], expected["track_id"])
+
+
 @pytest.mark.parametrize("flags, options", [
     ([], {}),
     (["--motion", "none", "--no-adaptive-radius", "--max-gap", "0"],
@@ -185,6 +199,7 @@ def test_existing_output_is_refused_and_kept(simulated, tmp_path):
 
 @pytest.mark.parametrize("content, message", [
     ("frame,z,y\n0,1,2\n", "missing column(s): x"),
+    ("frame,x\n0,1\n", "missing column(s): y"),
     ("frame,z,y,x\n0,1,2,nan\n", "non-finite"),
 ])
 def test_link_bad_csv(tmp_path, content, message):

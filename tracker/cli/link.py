@@ -22,7 +22,7 @@ from ._options import ProgressBars, echo_summary, model_options, parameters_path
 @verbosity_options
 def link_command(detections: Path, output: Path, linking: LinkingParams, overwrite: bool, output_format: str | None,
                  quiet: bool) -> None:
-    """Link a detections table (CSV with columns frame, z, y, x in µm) into tracks."""
+    """Link a detections table (CSV or Parquet with columns frame, z, y, x in µm; frame, y, x in 2D) into tracks."""
     import numpy as np
 
     from ..io import read_table, write_text, write_tracks
@@ -32,7 +32,7 @@ def link_command(detections: Path, output: Path, linking: LinkingParams, overwri
 
     saved = parameters_path(output)
     check_outputs({"DETECTIONS": detections}, {"-o": output, "the parameters file": saved}, overwrite)
-    table = check_detections(read_table(detections, required=("frame", "z", "y", "x")), what=str(detections))
+    table = check_detections(read_table(detections, required=("frame", "y", "x")), what=str(detections))
     if linking.max_displacement_um is not None:
         check_gate(table, linking.max_displacement_um)
     with ProgressBars(enabled=not quiet) as progress:

@@ -217,25 +217,30 @@ def generous_table(sizes, steps, limit=20.0, baseline_max_n=100_000, seed=0) -> 
                                     3 if n < 1_000_000 else 1)
             stats = dict(auction.LAST_STATS)
             ours = _gated_objective(rows, cols, cost, shape, un, ri, ci)
-            got = baselines.results()
-            cells, agree = [], []
-            for name in ("scipy", "route", "lapmod"):
-                if name not in jobs:
-                    cells += ["not run", "—"]
-                    continue
-                time_cell, speed, ok = _cell(got[name], limit, t, ours)
-                cells += [time_cell, speed]
-                if ok is not None:
-                    agree.append(ok)
-            exact = "—" if not agree else ("yes" if all(agree) else "**NO**")
-            rounds = (f"{stats.get('phases', 0)} / {stats.get('forward_rounds', 0)} / "
-                      f"{stats.get('reverse_rounds', 0)} ({stats.get('first_try', '—')})")
-            lines.append(f"| {n:,} | {step} | {len(rows) / shape[0]:.1f} | {_fmt(t)} | " + " | ".join(cells)
-                         + f" | {exact} | {rounds} |")
+            lines.append(_result_row(n, step, len(rows) / shape[0], t, ours, baselines.results(), jobs,
+                                     ("scipy", "route", "lapmod"), limit, stats))
             print(lines[-1], flush=True)
             del d_rows, d_cols, d_cost
             cupy.get_default_memory_pool().free_all_blocks()
     return "\n".join(lines)
+
+
+def _result_row(n: int, step: float, per_row: float, t: float, ours: float, got: dict, jobs: dict,
+                names: tuple[str, ...], limit: float, stats: dict) -> str:
+    """One table row: our time, each baseline's time and ratio (or "not run"), exactness, the auction's rounds."""
+    cells, agree = [], []
+    for name in names:
+        if name not in jobs:
+            cells += ["not run", "—"]
+            continue
+        time_cell, speed, ok = _cell(got[name], limit, t, ours)
+        cells += [time_cell, speed]
+        if ok is not None:
+            agree.append(ok)
+    exact = "—" if not agree else ("yes" if all(agree) else "**NO**")
+    rounds = (f"{stats.get('phases', 0)} / {stats.get('forward_rounds', 0)} / "
+              f"{stats.get('reverse_rounds', 0)} ({stats.get('first_try', '—')})")
+    return f"| {n:,} | {step} | {per_row:.1f} | {_fmt(t)} | " + " | ".join(cells) + f" | {exact} | {rounds} |"
 
 
 def full_matching_table(sizes, steps, limit=20.0, baseline_max_n=100_000, seed=0) -> str:
@@ -263,21 +268,8 @@ def full_matching_table(sizes, steps, limit=20.0, baseline_max_n=100_000, seed=0
                                     3 if n < 1_000_000 else 1)
             stats = dict(auction.LAST_STATS)
             ours = float(graph[ri, ci].sum())
-            got = baselines.results()
-            cells, agree = [], []
-            for name in ("scipy", "lapmod"):
-                if name not in jobs:
-                    cells += ["not run", "—"]
-                    continue
-                time_cell, speed, ok = _cell(got[name], limit, t, ours)
-                cells += [time_cell, speed]
-                if ok is not None:
-                    agree.append(ok)
-            exact = "—" if not agree else ("yes" if all(agree) else "**NO**")
-            rounds = (f"{stats.get('phases', 0)} / {stats.get('forward_rounds', 0)} / "
-                      f"{stats.get('reverse_rounds', 0)} ({stats.get('first_try', '—')})")
-            lines.append(f"| {n:,} | {step} | {len(rows) / shape[0]:.1f} | {_fmt(t)} | " + " | ".join(cells)
-                         + f" | {exact} | {rounds} |")
+            lines.append(_result_row(n, step, len(rows) / shape[0], t, ours, baselines.results(), jobs,
+                                     ("scipy", "lapmod"), limit, stats))
             print(lines[-1], flush=True)
             cupy.get_default_memory_pool().free_all_blocks()
     return "\n".join(lines)

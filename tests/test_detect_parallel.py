@@ -59,7 +59,9 @@ def test_the_estimated_spot_size_and_tracks_as_serially(frames, monkeypatch):
     assert_identical(parallel.tracks, one_at_a_time.tracks)
 
 
-def test_one_worker_detects_on_the_calling_thread_and_more_on_others(frames, monkeypatch):
+@pytest.fixture
+def detecting_threads(monkeypatch) -> list:
+    """The thread of each call of the frame detector, in call order."""
     threads = []
     detect_spots = pipeline.detect_spots
 
@@ -68,6 +70,11 @@ def test_one_worker_detects_on_the_calling_thread_and_more_on_others(frames, mon
         return detect_spots(*args, **kwargs)
 
     monkeypatch.setattr("tracker.pipeline.detect_spots", recording)
+    return threads
+
+
+def test_one_worker_detects_on_the_calling_thread_and_more_on_others(frames, detecting_threads):
+    threads = detecting_threads
     detect_stack(as_stack(frames, VOXEL), 0.5, device="cpu", workers=1)
     assert threads == [threading.main_thread()] * SHAPE[0]
     threads.clear()
@@ -133,7 +140,7 @@ def test_frames_in_flight_are_bounded_by_cores_frames_and_memory(monkeypatch):
         frames_in_flight(frame, 100, 0)
 
 
-def test_the_dask_task_detects_its_frame_on_its_own_thread(frames, serial, tmp_path, monkeypatch):
+def test_the_dask_task_detects_its_frame_on_its_own_thread(frames, serial, tmp_path, detecting_threads):
     """A Dask worker runs one frame per task (tracker.distributed): the task must not fan out on threads too."""
     tifffile = pytest.importorskip("tifffile")
     from tracker.distributed.detection import detect_task
@@ -141,17 +148,9 @@ def test_the_dask_task_detects_its_frame_on_its_own_thread(frames, serial, tmp_p
 
     path = tmp_path / "stack.tif"
     tifffile.imwrite(path, frames, imagej=True, metadata={"axes": "TZYX"})
-    threads = []
-    detect_spots = pipeline.detect_spots
-
-    def recording(*args, **kwargs):
-        threads.append(threading.current_thread())
-        return detect_spots(*args, **kwargs)
-
-    monkeypatch.setattr("tracker.pipeline.detect_spots", recording)
     arguments = {**pipeline.DetectionParams(spot_radius_um=0.5, device="cpu").to_dict()}
     table, _, _ = detect_task(FrameSource.of(path, VOXEL), 2, arguments)
-    assert threads == [threading.current_thread()]
+    assert detecting_threads == [threading.current_thread()]
     in_frame = serial["frame"] == 2
     np.testing.assert_array_equal(table["z"], serial["z"][in_frame])
 

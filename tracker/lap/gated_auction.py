@@ -255,6 +255,23 @@ def _cuda() -> _Cuda:
     return _Cuda()
 
 
+def _settle(pending: list, one_round, one_path, cap: int, tail: bool, finish: int) -> tuple[list, int, int]:
+    """Bidding rounds over ``pending`` (free rows forward, stale columns in reverse) until none is left, ``cap``
+    rounds are spent, or (without ``tail``) at most :data:`SMALL` are left; the last ``finish`` by shortest paths.
+
+    Returns what is still pending, the rounds run and the number settled by paths.
+    """
+    rounds = 0
+    while pending and rounds < cap and (tail or len(pending) > SMALL):
+        if len(pending) <= finish:
+            for k in pending:
+                one_path(k)
+            return [], rounds, len(pending)
+        pending = one_round(pending)
+        rounds += 1
+    return pending, rounds, 0
+
+
 class _Emulated:
     """``ga_phase`` in NumPy: Jacobi rounds, then the shortest-path finisher (:mod:`tracker.lap.gated_finish`)
     for the last :data:`FINISH_ROWS` (the kernel's Gauss-Seidel tail, used when that is 0, ends the same way:
@@ -280,34 +297,18 @@ class _Emulated:
                     assigned[i] = -1
                     listed.append(i)
                     counts[_C_RELEASED] += 1
-        rounds = 0
-        while listed and rounds < cap and (tail or len(listed) > SMALL):
-            if len(listed) <= finish:
-                for i in listed:
-                    gated_finish.forward(prob, ws, i)
-                counts[_C_FPATH] += len(listed)
-                listed = []
-                break
-            listed = self._forward_round(prob, ws, listed, eps)
-            rounds += 1
-        counts[_C_FWD] = rounds
+        listed, counts[_C_FWD], counts[_C_FPATH] = _settle(
+            listed, lambda left: self._forward_round(prob, ws, left, eps),
+            lambda i: gated_finish.forward(prob, ws, i), cap, tail, finish)
         if listed and tail:
             counts[_C_ERROR] = 2
         if first or counts[_C_ERROR]:
             return counts
         stale = [j for j in range(prob.m) if owner[j] == -1 and price[j] > 0]
         counts[_C_STALE] = len(stale)
-        rounds = 0
-        while stale and rounds < cap and (tail or len(stale) > SMALL):
-            if len(stale) <= finish:
-                for j in stale:
-                    gated_finish.reverse(prob, ws, j)
-                counts[_C_RPATH] += len(stale)
-                stale = []
-                break
-            stale = self._reverse_round(prob, ws, stale, eps)
-            rounds += 1
-        counts[_C_REV] = rounds
+        stale, counts[_C_REV], counts[_C_RPATH] = _settle(
+            stale, lambda left: self._reverse_round(prob, ws, left, eps),
+            lambda j: gated_finish.reverse(prob, ws, j), cap, tail, finish)
         if stale and tail:
             counts[_C_ERROR] = 2
         return counts

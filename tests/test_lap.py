@@ -266,9 +266,9 @@ def test_cuda_sources_inline_their_local_headers():
     sources = sorted(Path(lap.__file__).parent.glob("*.cu"))
     assert sources
     for path in sources:
-        text = cuda_source(path.name)
+        text = cuda_source(f"lap/{path.name}")
         assert '#include "' not in text and "#pragma once" not in text
-    assert "greedy_assign" in cuda_source("hungarian_tree.cu")
+    assert "greedy_assign" in cuda_source("lap/hungarian_tree.cu")
 
 
 # --- Medium components (5..128 rows/columns) ---

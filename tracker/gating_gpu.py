@@ -9,8 +9,6 @@ the same grid answers nearest-neighbour queries within a radius
 from __future__ import annotations
 
 import functools
-from pathlib import Path
-
 import numpy as np
 
 _THREADS = 256
@@ -21,10 +19,9 @@ _MAX_CELLS_PER_POINT = 8
 
 @functools.lru_cache(maxsize=1)
 def _kernels():
-    import cupy
+    from .lap._cuda import load_module
 
-    source = (Path(__file__).with_name("gating_gpu.cu")).read_text()
-    module = cupy.RawModule(code=source, options=("--std=c++17",))
+    module = load_module("gating_gpu.cu")
     return {name: module.get_function(name) for name in ("count_candidates", "write_candidates", "nearest_target")}
 
 

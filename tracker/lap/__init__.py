@@ -382,7 +382,7 @@ def distinct_row_minima(xp, cost) -> int:
 
     hit = xp.zeros(m + 1, dtype=xp.int32)  # the last slot counts
     blocks = int(min(-(-n * 32 // 256), 65535))
-    load_module("dense_input.cu").get_function("distinct_row_minima")(
+    load_module("lap/dense_input.cu").get_function("distinct_row_minima")(
         (blocks,), (256,), (cost, np.int32(n), np.int32(m), hit, hit[m:]))
     return int(hit[m])
 

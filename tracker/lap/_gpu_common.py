@@ -86,7 +86,7 @@ def _summarize_on_gpu(cp, cost, lim: float) -> DenseSummary:
     cost = cp.ascontiguousarray(cost, dtype=cp.float64)
     blocks = int(min(SUMMARY_BLOCKS, -(-cost.size // 256)))
     partial = cp.empty((blocks, 5), dtype=cp.float64)  # lo, hi, +inf, invalid, non-integral (per block)
-    load_module("dense_input.cu").get_function("dense_summary")(
+    load_module("lap/dense_input.cu").get_function("dense_summary")(
         (blocks,), (256,), (cost, np.int64(cost.size), np.float64(lim), partial))
     partial = partial.get()  # (one read: each costs a synchronisation)
     n_posinf, n_invalid, n_nonintegral = (int(x) for x in partial[:, 2:].sum(axis=0))

@@ -16,11 +16,12 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
-MODULES = (("auction.cu", False, "auction_bid_csr"), ("auction_phase.cu", True, "auction_phase_dense"),
-           ("gated_auction.cu", True, "ga_phase"), ("components_gpu.cu", False, "cc_hook"),
-           ("hungarian_tree.cu", False, "tree_reset"), ("hungarian_classical.cu", False, None),
-           ("dense_input.cu", False, "dense_summary"), ("dgs.cu", False, None), ("dgs_anneal.cu", True, None))
-"""Every CUDA module of ``tracker/lap`` (file, cooperative, a kernel to fetch; None: compile the module)."""
+MODULES = (("lap/auction.cu", False, "auction_bid_csr"), ("lap/auction_phase.cu", True, "auction_phase_dense"),
+           ("lap/gated_auction.cu", True, "ga_phase"), ("lap/components_gpu.cu", False, "cc_hook"),
+           ("lap/hungarian_tree.cu", False, "tree_reset"), ("lap/hungarian_classical.cu", False, None),
+           ("lap/dense_input.cu", False, "dense_summary"), ("lap/dgs.cu", False, None),
+           ("lap/dgs_anneal.cu", True, None), ("gating_gpu.cu", False, "count_candidates"))
+"""Every CUDA module of the package (file, cooperative, a kernel to fetch; None: load the module)."""
 
 
 def compile_modules(threads: int = 4) -> dict[str, float]:

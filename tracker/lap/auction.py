@@ -94,7 +94,7 @@ class _CudaKernels:
         from ._cuda import load_module
 
         self.xp = cupy
-        module = load_module("auction.cu")
+        module = load_module("lap/auction.cu")
         names = ["auction_claim", "auction_reset", "dense_handoff", "dense_to_int"]
         for suffix in ("csr", "dense"):
             names += [f"auction_bid_{suffix}", f"auction_init_{suffix}", f"auction_tail_{suffix}"]
@@ -103,7 +103,7 @@ class _CudaKernels:
         self.phase_function = None
         if PHASE_KERNEL:
             try:
-                self.phase_function = load_module("auction_phase.cu", cooperative=True).get_function(
+                self.phase_function = load_module("lap/auction_phase.cu", cooperative=True).get_function(
                     "auction_phase_dense")
             except Exception:  # no cooperative groups here (compile or driver): the per-round launches remain
                 self.phase_function = None

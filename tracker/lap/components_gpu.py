@@ -55,7 +55,7 @@ class _CudaKernels:
         from ._cuda import load_module
 
         self.xp = cupy
-        module = load_module("components_gpu.cu")
+        module = load_module("lap/components_gpu.cu")
         self.f = {name: module.get_function(name)
                   for name in ("cc_hook", "cc_finalize", "cc_classify", "solve_small_components")}
         self.sms = cupy.cuda.Device().attributes["MultiProcessorCount"]

@@ -102,12 +102,12 @@ def _kernels():
     """The kernels of ``dgs.cu`` by name, and ``sk_anneal_grid`` (None where it cannot be used)."""
     from ._cuda import load_module
 
-    module = load_module("dgs.cu")
+    module = load_module("lap/dgs.cu")
     names = ("sk_lse4", "sk_lse8h", "gr_propose", "gr_accept",
              "dgs_eval", "dgs_select", "dgs_apply", "dgs_check")
     kernels = {name: module.get_function(name) for name in names}
     try:
-        kernels["sk_anneal_grid"] = load_module("dgs_anneal.cu", cooperative=True).get_function("sk_anneal_grid")
+        kernels["sk_anneal_grid"] = load_module("lap/dgs_anneal.cu", cooperative=True).get_function("sk_anneal_grid")
     except Exception:  # no cooperative groups here (compile or driver): one launch per half-step instead
         kernels["sk_anneal_grid"] = None
     return kernels

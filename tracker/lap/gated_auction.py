@@ -226,7 +226,7 @@ class _Cuda:
         from ._cuda import load_module
 
         self.xp = cupy
-        self.function = load_module("gated_auction.cu", cooperative=True).get_function("ga_phase")
+        self.function = load_module("lap/gated_auction.cu", cooperative=True).get_function("ga_phase")
         self.sms = cupy.cuda.Device().attributes["MultiProcessorCount"]
         self._blocks = {}
 

@@ -29,7 +29,7 @@ import numpy as np
 from . import _gpu_common
 from ._registry import Solver, register_solver
 
-CU_FILE = "hungarian_classical.cu"
+CU_FILE = "lap/hungarian_classical.cu"
 
 CS_FREE, CS_AUG, CS_NTREE, CS_NREV, CS_ERROR, CS_ZEROS = 0, 1, 2, 3, 4, 5
 

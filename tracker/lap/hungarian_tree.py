@@ -31,7 +31,7 @@ import numpy as np
 from . import _gpu_common
 from ._registry import Solver, register_solver
 
-CU_FILE = "hungarian_tree.cu"
+CU_FILE = "lap/hungarian_tree.cu"
 
 # status slots (see hungarian_tree.cu)
 ST_FRONTIER, ST_REVERSE, ST_AUGMENTED, ST_ERROR, ST_STEPS = 0, 1, 2, 3, 4

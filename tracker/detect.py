@@ -192,7 +192,7 @@ def detect_spots(
         coords = xp.concatenate([coords, split_coords])
     sub_voxel = coords.astype(xp.float64) + offsets
     peak_quality = quality[tuple(coords.T)]
-    intensity = smoothed[tuple(coords.T)] - xp.median(background_sample(smoothed))
+    intensity = smoothed[tuple(coords.T)] - ndimage.median(background_sample(smoothed))
 
     sub_voxel = to_numpy(sub_voxel)
     peak_quality = to_numpy(peak_quality).astype(np.float64)

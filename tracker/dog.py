@@ -32,12 +32,13 @@ TRUNCATE = 4.0
 
 
 def ndimage_for(xp: ModuleType):
-    """``scipy.ndimage`` for NumPy, ``cupyx.scipy.ndimage`` for CuPy."""
+    """``scipy.ndimage`` for NumPy; for CuPy :mod:`tracker.ndimage_gpu` (``cupyx.scipy.ndimage``'s results from
+    kernels shipped compiled, so that a fresh machine compiles none per scale)."""
     if xp is np:
         return scipy.ndimage
-    import cupyx.scipy.ndimage
+    from . import ndimage_gpu
 
-    return cupyx.scipy.ndimage
+    return ndimage_gpu
 
 
 def filter_sigmas(sigma_voxels: Sequence[float], shape: Sequence[int]) -> list[float]:
@@ -130,8 +131,9 @@ def noise_level(response, sample_step: int = 2) -> tuple[float, float]:
     """
     xp = get_array_module(response)
     sample = background_sample(response, sample_step)
-    median = float(xp.median(sample))
-    sigma = 1.4826 * float(xp.median(xp.abs(sample - median)))
+    ndimage = ndimage_for(xp)  # (its median compiles nothing on a fresh GPU machine)
+    median = float(ndimage.median(sample))
+    sigma = 1.4826 * float(ndimage.median(xp.abs(sample - median)))
     if sigma == 0.0:  # noiseless synthetic data: fall back to the standard deviation
         sigma = float(sample.std())
     return median, sigma
@@ -173,7 +175,8 @@ def gradient_variance(quality) -> np.ndarray:
         ahead, behind = list(thin), list(thin)
         ahead[axis], behind[axis] = slice(2, n), slice(0, n - 2)
         sample = (0.5 * (quality[tuple(ahead)] - quality[tuple(behind)])).ravel()
-        result[axis] = (1.4826 * float(xp.median(xp.abs(sample - xp.median(sample))))) ** 2
+        ndimage = ndimage_for(xp)
+        result[axis] = (1.4826 * float(ndimage.median(xp.abs(sample - ndimage.median(sample))))) ** 2
     return result
 
 

@@ -17,23 +17,21 @@ about as fast, and for dense NumPy matrices with fewer than :data:`AUTO_GPU_MIN_
 Dense problems on the GPU (``auto``) go by what one pass over the matrix tells (:func:`_auto_dense`):
 
 ============================================  =======================  ==========================================
-matrix                                        solver                   measured (n = 1000 and 4096)
+matrix                                        solver                   measured (H100, n = 1000 to 20000)
 ============================================  =======================  ==========================================
-integers spanning at most n / 4 (many ties)   ``hungarian-classical``  int [0, n/10]: 2.7-4x faster than the
-                                                                       auction (H100: 1.8 / 2.1 ms vs 7.4 / 5.6 ms
-                                                                       at n = 1000 / 4096)
-rows' cheapest columns nearly all distinct    ``hungarian-tree``       geometric 3D: 1.2-1.7x faster than the
-(>= 80 %: geometric, near-permutations)       (classical: integers)    auction (H100: 2.4 / 2.5 ms vs 3.6 / 3.8
-                                                                       ms at n = 1000 / 4096)
-anything else (uniform-like costs)            ``auction``              int [0, n], [0, 10n], float [0, 1): 1.2-7x
-                                                                       faster than the best Hungarian (H100, n =
-                                                                       4096: 12.5 / 18.9 / 22.1 ms vs 15.6 / 127 /
-                                                                       77 ms)
+integers spanning at most n / 4 (many ties)   ``hungarian-classical``  int [0, n/10]: 1.6-1.9x faster than the
+                                                                       auction (n = 20000: 14.0 vs 22.8 ms)
+rows' cheapest columns nearly all distinct    ``hungarian-tree``       geometric 3D: 1.4-1.7x faster than the
+(>= 80 %: geometric, near-permutations)       (classical: integers)    auction (n = 20000: 13.9 vs 24.1 ms)
+anything else (uniform-like costs)            ``auction``              int [0, n], [0, 10n], float [0, 1): 1.5-13x
+                                                                       faster than the best Hungarian at n >=
+                                                                       4096 (n = 20000: 62 / 114 / 184 ms vs 155
+                                                                       / 1277 / 1644 ms)
 ============================================  =======================  ==========================================
 
 (Random costs leave about 1 - 1/e = 63 % of the rows' cheapest columns distinct; a cloud and its displaced
-copy over 90 %.) Measured with ``benchmarks/lap_bench.py --sizes 1000,4096 --solvers
-auction,hungarian-tree,hungarian-classical,auto`` (``benchmarks/results/lap_auto_h100.md``).
+copy over 90 %.) ``auto`` came within 1.12x of the fastest exact solver in every class and size of
+``benchmarks/lap_bench.py --sizes 1000,4096,8192,20000`` (``benchmarks/results/lap_auto_h100.md``).
 """
 
 from __future__ import annotations

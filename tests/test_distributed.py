@@ -267,3 +267,81 @@ def test_time_blocks_share_one_estimated_gate(client, simulated_detections):
     assert summary.gate == gate and whole_summary.gate.value_um == gate.value_um
     a, b = links(whole), links(blocks)
     assert 2 * len(a & b) / (len(a) + len(b)) >= 0.999
+
+
+@pytest.mark.parametrize("options, identical", [
+    ({"motion": "none", "adaptive_radius": False, "max_gap": 0}, True),
+    ({}, False),
+])
+def test_time_blocks_from_the_workers_detections(stack_path, client, options, identical):
+    """With --link-blocks the detections stay on the workers: the blocks' tracks equal one linking's (the same
+    tracks with frame-to-frame assignment alone, else link F1 >= 0.999), and the detections the single run's."""
+    linking = LinkingParams(**options)
+    expected = track_stack(read_stack(stack_path, voxel_size=VOXEL), device="cpu", linking=linking)
+    calls = []
+    result = track_on_cluster(stack_path, cluster=ClusterParams(link_block_frames=3), client=client,
+                              voxel_size_um=VOXEL, detection=DetectionParams(device="cpu"), linking=linking,
+                              progress=lambda *call: calls.append(call))
+    assert [call for call in calls if call[0] == "link"] == [("link", k, 4) for k in range(1, 5)]  # (12 frames)
+    assert_same_tables(result.detections, expected.detections)
+    assert result.linking.gate == expected.linking.gate  # (estimated once, on a worker, from all the frames)
+    point = {name: np.asarray(column) for name, column in expected.tracks.items()}
+    key = [tuple(row) for row in np.column_stack([point[a] for a in ("frame", "z", "y", "x")]).tolist()]
+    ids = {k: i for i, k in enumerate(key)}
+    for tracks in (expected.tracks, result.tracks):
+        tracks["point"] = np.array([ids[tuple(r)] for r in np.column_stack(
+            [np.asarray(tracks[a]) for a in ("frame", "z", "y", "x")]).tolist()])
+    a, b = links(expected.tracks), links(result.tracks)
+    assert len(a) > 150
+    if identical:
+        assert_same_tables({k: v for k, v in result.tracks.items() if k != "link_confidence"},
+                           {k: v for k, v in expected.tracks.items() if k != "link_confidence"})
+    else:
+        assert 2 * len(a & b) / (len(a) + len(b)) >= 0.999
+
+
+def test_time_blocks_reach_the_client_one_block_at_a_time(client, simulated_detections):
+    """The client's memory while linking in time blocks is bounded by a block, not by the whole table: traced
+    (tracemalloc: NumPy's arrays included; the local scheduler's own records, ~1 MB here, too) it stays under
+    half the table, where gathering the frames' tables, as the client used to, takes more than the table."""
+    import tracemalloc
+
+    from tracker.distributed import FrameTables, assemble_tracks, stream_time_blocks
+    from tracker.linking import link_detections
+    from tracker.tables import concat_tables
+
+    copies = 32  # (of the field, side by side: 170k points, 5 MB)
+    big = {k: np.tile(v, copies) for k, v in simulated_detections.items()}
+    big["x"] = big["x"] + np.repeat(np.arange(copies) * 40.0, len(simulated_detections["x"]))
+    order = np.argsort(big["frame"], kind="stable")
+    big = {k: v[order] for k, v in big.items()}
+    big["point"] = np.arange(len(order))
+    frames, starts, counts = np.unique(big["frame"], return_index=True, return_counts=True)
+    parts = [{k: v[s:s + c] for k, v in big.items()} for s, c in zip(starts, counts)]
+    table_bytes = sum(v.nbytes for v in big.values())
+    futures = client.scatter(parts)
+    linking = LinkingParams(max_displacement_um=1.5, motion="none", adaptive_radius=False, max_gap=0)
+    sizes, chunks = [], []
+    tracemalloc.start()
+    try:
+        tracemalloc.reset_peak()
+        stream_time_blocks(client, FrameTables(futures, counts), linking, 5, lambda chunk: sizes.append(
+            sum(np.asarray(v).nbytes for v in chunk.values())), overlap=2)
+        streamed = tracemalloc.get_traced_memory()[1]
+        tracemalloc.reset_peak()
+        gathered_table = concat_tables(client.gather(futures))
+        gathered = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    del gathered_table
+    assert len(sizes) == 18 and max(sizes) < table_bytes / 8  # (90 frames: 18 blocks of 5)
+    assert streamed < table_bytes / 2 < table_bytes < gathered, (streamed, table_bytes, gathered)
+    stream_time_blocks(client, FrameTables(futures, counts), linking, 5, chunks.append, overlap=2)
+    whole = link_detections(big, **linking.to_dict())
+    assert_same_tables({k: v for k, v in assemble_tracks(chunks).items() if k != "link_confidence"},
+                       {k: v for k, v in whole.items() if k != "link_confidence"})
+
+
+def test_a_sink_needs_time_blocks(stack_path, client):
+    with pytest.raises(ValueError, match="only when linked in time blocks"):
+        track_on_cluster(stack_path, client=client, voxel_size_um=VOXEL, sink=print)

@@ -355,7 +355,8 @@ def run_command(path: Path, output: Path, options: list[str]) -> tuple[float, di
                "--voxel-size", ",".join(map(str, VOXEL)), "--device", "cpu", *options]
     started = time.perf_counter()
     done = subprocess.run(command, capture_output=True, text=True, cwd=ROOT,
-                          env={**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])})
+                          env={**os.environ,
+                               "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])})
     seconds = time.perf_counter() - started
     if done.returncode:
         raise SystemExit(f"track run failed: {done.stderr.strip().splitlines()[-1]}")
@@ -392,8 +393,8 @@ def e2e(args) -> None:
         else:  # (one worker on the first frames; the whole stack's detection extrapolated)
             estimate, per_frame = one_worker_rates(source)
             measured = [r for r in rows.values() if r[2] == "identical"]
-            link = measured[0][1]["link"] if measured else float("nan")
-            overhead = min((w - t["detect"] - t["link"] for w, t, _ in measured), default=float("nan"))
+            link = measured[0][1]["link"] if measured else args.link_seconds
+            overhead = min((w - t["detect"] - t["link"] for w, t, _ in measured), default=args.overhead_seconds)
             detect = estimate + per_frame * (args.frames - 1)
             rows[n] = (overhead + detect + link, {"detect": detect, "link": link},
                        f"extrapolated: {estimate:.1f} s (spot scale + first frame) + {per_frame:.2f} s per frame "
@@ -404,7 +405,8 @@ def e2e(args) -> None:
         wall, times, note = rows[n]
         speed = f"{base / wall:.1f}" if base else "–"
         frames = args.one_worker_frames if n == 1 and args.one_worker_frames else args.frames
-        lines.append(f"| {n} | {frames} | {wall:.1f} | {times['detect']:.1f} | {times['link']:.2f} | {speed} | {note} |")
+        lines.append(f"| {n} | {frames} | {wall:.1f} | {times['detect']:.1f} | {times['link']:.2f} | {speed} "
+                     f"| {note} |")
     lines.append("")
     finish(args, lines)
 
@@ -433,12 +435,15 @@ def gpu(args) -> None:
     detection = DetectionParams(device="gpu")
 
     def median_time(run) -> tuple[float, object]:
+        started = time.perf_counter()
         run()  # (warm-up: kernels compiled and cached, the worker's imports)
+        print(f"  warm-up {time.perf_counter() - started:.1f} s", flush=True)
         times, result = [], None
         for _ in range(args.repeats):
             started = time.perf_counter()
             result = run()
             times.append(time.perf_counter() - started)
+            print(f"  run {times[-1]:.2f} s {result.timings}", flush=True)
         return float(np.median(times)), result
 
     plain_seconds, plain = median_time(lambda: track_stack(read_stack(path, voxel_size=VOXEL), detection=detection))
@@ -496,6 +501,10 @@ def main() -> None:
     parser.add_argument("--blocks", default="100,250", help="blocks: block lengths (frames)")
     parser.add_argument("--one-worker-frames", type=int, default=0,
                         help="e2e: frames one worker runs (its whole-stack time extrapolated); 0: all")
+    parser.add_argument("--link-seconds", type=float, default=float("nan"),
+                        help="e2e, one worker alone: the link time of a measured run of all frames")
+    parser.add_argument("--overhead-seconds", type=float, default=float("nan"),
+                        help="e2e, one worker alone: a measured run's wall time less its detect and link times")
     parser.add_argument("--repeats", type=int, default=3, help="gpu: timed runs of each kind (median)")
     parser.add_argument("--store", default="/tmp/distributed_bench.zarr")
     parser.add_argument("--out", help="append the Markdown table to this file")

@@ -449,19 +449,33 @@ def gpu(args) -> None:
     plain_seconds, plain = median_time(lambda: track_stack(read_stack(path, voxel_size=VOXEL), detection=detection))
     print(f"plain GPU run: {plain_seconds:.2f} s", flush=True)
     rows = [("`track_stack(device='gpu')`, this process", plain_seconds, plain, "")]
-    for label, cluster in (("`--gpus`: one Dask-CUDA worker (`LocalCUDACluster`)", ClusterParams(gpus=True)),
-                           ("`--workers 1`: one plain Dask worker process on the GPU", ClusterParams(workers=1))):
+    import dask
+    import distributed  # noqa: F401  (its configuration's defaults loaded before one is changed)
+
+    variants = {
+        "gpus": ("`--gpus`: one Dask-CUDA worker (`LocalCUDACluster`)", ClusterParams(gpus=True), {}),
+        "gpus-no-trim": ("`--gpus`, the workers without `MALLOC_TRIM_THRESHOLD_`", ClusterParams(gpus=True),
+                         {"distributed.nanny.pre-spawn-environ.MALLOC_TRIM_THRESHOLD_": None}),
+        "workers": ("`--workers 1`: one plain Dask worker process on the GPU", ClusterParams(workers=1), {}),
+        "workers-no-trim": ("`--workers 1`, the worker without `MALLOC_TRIM_THRESHOLD_`", ClusterParams(workers=1),
+                            {"distributed.nanny.pre-spawn-environ.MALLOC_TRIM_THRESHOLD_": None}),
+    }
+    for name in args.variants.split(","):
+        label, cluster, config = variants[name]
+        os.environ.pop("MALLOC_TRIM_THRESHOLD_", None)  # (a nanny of this process set it: its workers inherit it)
         try:
-            with dask_client(cluster) as client:
+            with dask.config.set(config), dask_client(cluster) as client:
                 client.wait_for_workers(1)
                 seconds, result = median_time(lambda: track_on_cluster(path, client=client, voxel_size_um=VOXEL,
                                                                        detection=detection))
-                visible = client.run(lambda: os.environ.get("CUDA_VISIBLE_DEVICES", "(all)"))
+                visible = client.run(lambda: (os.environ.get("CUDA_VISIBLE_DEVICES", "(all)"),
+                                              os.environ.get("MALLOC_TRIM_THRESHOLD_", "(unset)")))
         except Exception as error:  # (reported in the table: why this kind of worker could not run)
             rows.append((label, float("nan"), None, f"failed: {type(error).__name__}: {error}"))
             print(rows[-1], flush=True)
             continue
-        rows.append((label, seconds, result, f"CUDA_VISIBLE_DEVICES={sorted(visible.values())}"))
+        (devices, trim_value), = visible.values()
+        rows.append((label, seconds, result, f"CUDA_VISIBLE_DEVICES={devices}, MALLOC_TRIM_THRESHOLD_={trim_value}"))
         print(label, seconds, flush=True)
     lines = [
         f"## One GPU: {args.frames} frames of {'×'.join(map(str, shape))}, the plain run against one Dask worker "
@@ -506,6 +520,9 @@ def main() -> None:
     parser.add_argument("--overhead-seconds", type=float, default=float("nan"),
                         help="e2e, one worker alone: a measured run's wall time less its detect and link times")
     parser.add_argument("--repeats", type=int, default=3, help="gpu: timed runs of each kind (median)")
+    parser.add_argument("--variants", default="gpus,gpus-no-trim,workers",
+                        help="gpu: the Dask workers to time against the plain run (gpus, gpus-no-trim, workers, "
+                             "workers-no-trim)")
     parser.add_argument("--store", default="/tmp/distributed_bench.zarr")
     parser.add_argument("--out", help="append the Markdown table to this file")
     args = parser.parse_args()

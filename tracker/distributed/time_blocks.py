@@ -10,6 +10,11 @@ that owns its target. Every point keeps at most one predecessor (its frame belon
 two blocks give different successors (a gap-closing link in one, a frame-to-frame link in the other: rare,
 where the two blocks disagree) keeps the earlier one.
 
+The client never holds the whole table (:func:`stream_time_blocks`): the blocks are linked from the frames'
+tables where the workers keep them (futures), and are stitched in time order, one at a time; the client keeps
+only the track ids and successors of the last ``overlap`` frames, which later blocks may link from, and hands
+each block's tracks on (to a file, :mod:`.block_writer`).
+
 The tracks are not identical to one linking of the whole stack: each block estimates the motion (persistence,
 each track's scatter), the rate of missed detections, the evidence for gap closing and the "no link" cost from
 its own frames, where one linking estimates them from all frames so far. Frame-to-frame assignment alone

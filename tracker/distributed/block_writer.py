@@ -2,7 +2,8 @@
 its tracks (and ``--detections``), which reach the client one time block at a time
 (:func:`tracker.distributed.time_blocks.stream_time_blocks`), so that the client never holds them all.
 
-The file is the one :func:`tracker.io.write_table` writes (the same columns, the same CSV text of each row), but
+:mod:`tracker.io` is imported when a file is written (the core, this package included, does not import it
+otherwise). The file is the one :func:`tracker.io.write_table` writes (the same columns, the same CSV text of each row), but
 its rows come in time order, block after block, rather than sorted by track: the readers sort them
 (:func:`tracker.io.read_tracks`).
 """
@@ -17,9 +18,6 @@ from typing import Any
 
 import numpy as np
 
-from ..io import track_format
-from ..io._atomic import atomic_path
-from ..io.tables import _to_arrow, is_parquet
 from ..params import ClusterParams
 from ..tables import Table
 
@@ -30,6 +28,9 @@ LINK_COLUMNS = ("track_id", "link_cost", "link_confidence")
 def streams_tracks(cluster: ClusterParams, output: str | os.PathLike, output_format: str | None) -> bool:
     """Whether ``track run`` writes its tracks block by block: linked in time blocks, to a CSV or Parquet file
     (other track formats need the whole graph, and are written at the end)."""
+    from ..io import track_format
+    from ..io.tables import is_parquet
+
     if cluster.link_block_frames is None:
         return False
     kind = track_format(output, output_format)
@@ -48,6 +49,8 @@ class BlockWriter:
     """
 
     def __init__(self, path: str | os.PathLike, tmp: Path):
+        from ..io.tables import is_parquet
+
         self.parquet = is_parquet(path)
         self.tmp = tmp
         self.rows = 0
@@ -56,6 +59,8 @@ class BlockWriter:
 
     def write(self, table: Table) -> None:
         """Append ``table``'s rows (the first table sets the columns; every other must have the same)."""
+        from ..io.tables import _to_arrow  # (the CSV text of each row as tracker.io.write_table writes it)
+
         arrow = _to_arrow(table, for_csv=not self.parquet)
         if self._writer is None:
             if self.parquet:
@@ -116,6 +121,8 @@ def streamed_outputs(output: str | os.PathLike, detections: str | os.PathLike | 
     InputError
         A file exists (without ``overwrite``) or its folder does not.
     """
+    from ..io._atomic import atomic_path
+
     with contextlib.ExitStack() as files:
         tracks = BlockWriter(output, files.enter_context(atomic_path(output, overwrite)))
         found = None if detections is None else BlockWriter(

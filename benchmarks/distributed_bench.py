@@ -15,8 +15,14 @@ Three measurements, each a sub-command writing a Markdown table (``--out``):
     Linking alone, of simulated detections (``--frames`` × ``--particles``): one linking in this process against
     time blocks linked in parallel on ``--workers`` workers (:mod:`tracker.distributed.time_blocks`), for
     several block lengths: time, and the link F1 of the blocks' tracks against the one linking's.
+``e2e``
+    ``track run`` (the command, in a fresh process each time: cluster start, spot scale estimated, detection,
+    linking on the client, the tracks written) on ``--frames`` frames at each of ``--workers`` worker counts; the
+    tracks files must be identical. With ``--one-worker-frames K`` one worker runs the first K frames only and
+    its whole-stack time is extrapolated (detection in proportion to the frames, the rest as measured).
 ``gpu``
-    One worker process on the GPU against the plain GPU run of the same frames: the same tracks, and the time.
+    The plain GPU run (``track_stack(device="gpu")``) against one Dask-CUDA worker (``--gpus``) and one plain
+    Dask worker process on the GPU, on the same frames: the same tracks, and the time (median of ``--repeats``).
 
 The stacks are simulated (:mod:`tracker.simulate`) and rendered on the cluster's workers straight into the Zarr
 store, a block of frames per task, so that no process holds them whole.
@@ -26,7 +32,9 @@ Usage::
     python benchmarks/distributed_bench.py memory --frames 512 --shape 32,256,256 --workers 2 --worker-memory 0.75
     python benchmarks/distributed_bench.py scaling --frames 32 --shape 64,512,512 --workers 1,2,4,8,16
     python benchmarks/distributed_bench.py blocks --frames 1000 --particles 500 --workers 2 --blocks 100,250
-    python benchmarks/distributed_bench.py gpu --frames 32 --shape 64,512,512
+    python benchmarks/distributed_bench.py e2e --frames 100 --shape 64,512,512 --workers 16,8,4,2,1 \
+        --one-worker-frames 10
+    python benchmarks/distributed_bench.py gpu --frames 100 --shape 64,512,512 --repeats 3
 """
 
 from __future__ import annotations
@@ -175,10 +183,7 @@ def scaling(args) -> None:
     shape = args.shape
     path = Path(args.store)
     counts = [int(n) for n in args.workers.split(",")]
-    with dask_client(ClusterParams(workers=max(counts))) as client:
-        started = time.perf_counter()
-        gigabytes = write_stack(path, max(args.frames, args.frames_e2e), shape, client)
-        print(f"wrote {gigabytes:.2f} GB in {time.perf_counter() - started:.0f} s", flush=True)
+    gigabytes = ensure_stack(path, max(args.frames, args.frames_e2e), shape, max(counts))
     from tracker.io import read_stack
     from tracker.pipeline import detect_stack
 
@@ -214,6 +219,9 @@ def scaling(args) -> None:
         assert np.array_equal(detections["x"][: len(reference["x"])], reference["x"])
     lines += ["", f"Single process, no cluster: {plain_per_frame:.2f} s per frame (first 2 frames; the same "
                   f"detections as the cluster's).", ""]
+    if not args.frames_e2e:
+        finish(args, lines)
+        return
     with dask_client(ClusterParams(workers=max(counts))) as client:
         client.wait_for_workers(max(counts))
         client.run(_warm_up, source, detection)
@@ -323,42 +331,167 @@ def _links(tracks) -> set[tuple[int, int]]:
     return set(zip(point[:-1][same].tolist(), point[1:][same].tolist()))
 
 
+def ensure_stack(path: Path, n_frames: int, shape: tuple[int, int, int], workers: int) -> float:
+    """The benchmark's Zarr stack at ``path`` (rendered on ``workers`` local workers unless one of this frame
+    shape and at least ``n_frames`` frames is there); its size in GB."""
+    import zarr
+
+    if path.exists():
+        there = zarr.open_array(str(path), mode="r").shape
+        if there[1:] == shape and there[0] >= n_frames:  # (a run of fewer frames uses the first ones)
+            return there[0] * int(np.prod(shape)) * 2 / 1e9
+    with dask_client(ClusterParams(workers=workers)) as client:
+        started = time.perf_counter()
+        gigabytes = write_stack(path, n_frames, shape, client)
+    print(f"wrote {gigabytes:.2f} GB in {time.perf_counter() - started:.0f} s", flush=True)
+    return gigabytes
+
+
+def run_command(path: Path, output: Path, options: list[str]) -> tuple[float, dict[str, float]]:
+    """``track run`` in a fresh process: its wall time (s, interpreter start included) and the times it reports."""
+    import re
+
+    command = [sys.executable, "-m", "tracker.cli", "run", str(path), "-o", str(output), "--overwrite",
+               "--voxel-size", ",".join(map(str, VOXEL)), "--device", "cpu", *options]
+    started = time.perf_counter()
+    done = subprocess.run(command, capture_output=True, text=True, cwd=ROOT,
+                          env={**os.environ,
+                               "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])})
+    seconds = time.perf_counter() - started
+    if done.returncode:
+        raise SystemExit(f"track run failed: {done.stderr.strip().splitlines()[-1]}")
+    times = re.search(r"time: detect ([0-9.]+) s, link ([0-9.]+) s, total ([0-9.]+) s", done.stderr)
+    return seconds, dict(zip(("detect", "link", "total"), map(float, times.groups())))
+
+
+def e2e(args) -> None:
+    shape = args.shape
+    path = Path(args.store)
+    counts = [int(n) for n in args.workers.split(",")]
+    gigabytes = ensure_stack(path, args.frames, shape, max(counts))
+    lines = [
+        f"## End to end: `track run --workers N` on {args.frames} frames of {'×'.join(map(str, shape))} "
+        f"({gigabytes:.2f} GB Zarr)",
+        "",
+        f"Machine: {platform.node()}, {os.cpu_count()} cores; each run a fresh `track run` process (cluster start, "
+        f"spot scale estimated on one worker, detection on the workers, linking on the client, CSV written).",
+        "",
+        "| workers | frames run | wall (s) | detect (s) | link (s) | speed-up vs 1 worker | tracks file |",
+        "| ---: | ---: | ---: | ---: | ---: | ---: | --- |",
+    ]
+    reference = None
+    rows = {}
+    for n in counts:
+        subset = args.one_worker_frames if n == 1 and args.one_worker_frames else args.frames
+        source = _subset_store(path, subset)
+        output = Path(f"{args.store}.tracks_{n}.csv")
+        if subset == args.frames:
+            wall, times = run_command(source, output, ["--workers", str(n)])
+            text = output.read_text()
+            reference = reference or text
+            rows[n] = (wall, times, "identical" if text == reference else "**differs**")
+        else:  # (one worker on the first frames; the whole stack's detection extrapolated)
+            estimate, per_frame = one_worker_rates(source)
+            measured = [r for r in rows.values() if r[2] == "identical"]
+            link = measured[0][1]["link"] if measured else args.link_seconds
+            overhead = min((w - t["detect"] - t["link"] for w, t, _ in measured), default=args.overhead_seconds)
+            detect = estimate + per_frame * (args.frames - 1)
+            rows[n] = (overhead + detect + link, {"detect": detect, "link": link},
+                       f"extrapolated: {estimate:.1f} s (spot scale + first frame) + {per_frame:.2f} s per frame "
+                       f"(measured on {subset} frames) × {args.frames - 1} frames; link and start-up as measured")
+        print(n, rows[n], flush=True)
+    base = rows[1][0] if 1 in rows else None
+    for n in counts:
+        wall, times, note = rows[n]
+        speed = f"{base / wall:.1f}" if base else "–"
+        frames = args.one_worker_frames if n == 1 and args.one_worker_frames else args.frames
+        lines.append(f"| {n} | {frames} | {wall:.1f} | {times['detect']:.1f} | {times['link']:.2f} | {speed} "
+                     f"| {note} |")
+    lines.append("")
+    finish(args, lines)
+
+
+def one_worker_rates(path: Path) -> tuple[float, float]:
+    """One worker's time to the first frame detected (spot scale estimated, then a frame; s), and its time per
+    further frame (s), from the detection progress of ``track_on_cluster`` on the stack at ``path``."""
+    stamps = []
+    with dask_client(ClusterParams(workers=1)) as client:
+        client.wait_for_workers(1)
+        started = time.perf_counter()
+        track_on_cluster(path, client=client, voxel_size_um=VOXEL, detection=DetectionParams(device="cpu"),
+                         progress=lambda stage, done, total: stamps.append(time.perf_counter())
+                         if stage == "detect" else None)
+    frames = len(stamps)
+    return stamps[0] - started, (stamps[-1] - stamps[0]) / max(frames - 1, 1)
+
+
 def gpu(args) -> None:
     from tracker.io import read_stack
     from tracker.pipeline import track_stack
 
     shape = args.shape
     path = Path(args.store)
-    with dask_client(ClusterParams(workers=4)) as client:
-        write_stack(path, args.frames, shape, client)
+    ensure_stack(path, args.frames, shape, 8)
     detection = DetectionParams(device="gpu")
-    print("stack written", flush=True)
-    track_stack(read_stack(path, voxel_size=VOXEL), detection=detection)  # (warm-up: kernels compiled, cached)
-    started = time.perf_counter()
-    plain = track_stack(read_stack(path, voxel_size=VOXEL), detection=detection)
-    plain_seconds = time.perf_counter() - started
-    print(f"plain GPU run: {plain_seconds:.2f} s", flush=True)
-    with dask_client(ClusterParams(workers=1)) as client:
-        client.wait_for_workers(1)
-        track_on_cluster(path, client=client, voxel_size_um=VOXEL, detection=detection)  # (the worker's warm-up)
+
+    def median_time(run) -> tuple[float, object]:
         started = time.perf_counter()
-        result = track_on_cluster(path, client=client, voxel_size_um=VOXEL, detection=detection)
-        seconds = time.perf_counter() - started
+        run()  # (warm-up: kernels compiled and cached, the worker's imports)
+        print(f"  warm-up {time.perf_counter() - started:.1f} s", flush=True)
+        times, result = [], None
+        for _ in range(args.repeats):
+            started = time.perf_counter()
+            result = run()
+            times.append(time.perf_counter() - started)
+            print(f"  run {times[-1]:.2f} s {result.timings}", flush=True)
+        return float(np.median(times)), result
+
+    plain_seconds, plain = median_time(lambda: track_stack(read_stack(path, voxel_size=VOXEL), detection=detection))
+    print(f"plain GPU run: {plain_seconds:.2f} s", flush=True)
+    rows = [("`track_stack(device='gpu')`, this process", plain_seconds, plain, "")]
+    import dask
+    import distributed  # noqa: F401  (its configuration's defaults loaded before one is changed)
+
+    variants = {
+        "gpus": ("`--gpus`: one Dask-CUDA worker (`LocalCUDACluster`)", ClusterParams(gpus=True), {}),
+        "gpus-no-trim": ("`--gpus`, the workers without `MALLOC_TRIM_THRESHOLD_`", ClusterParams(gpus=True),
+                         {"distributed.nanny.pre-spawn-environ.MALLOC_TRIM_THRESHOLD_": None}),
+        "workers": ("`--workers 1`: one plain Dask worker process on the GPU", ClusterParams(workers=1), {}),
+        "workers-no-trim": ("`--workers 1`, the worker without `MALLOC_TRIM_THRESHOLD_`", ClusterParams(workers=1),
+                            {"distributed.nanny.pre-spawn-environ.MALLOC_TRIM_THRESHOLD_": None}),
+    }
+    for name in args.variants.split(","):
+        label, cluster, config = variants[name]
+        os.environ.pop("MALLOC_TRIM_THRESHOLD_", None)  # (a nanny of this process set it: its workers inherit it)
+        try:
+            with dask.config.set(config), dask_client(cluster) as client:
+                client.wait_for_workers(1)
+                seconds, result = median_time(lambda: track_on_cluster(path, client=client, voxel_size_um=VOXEL,
+                                                                       detection=detection))
+                visible = client.run(lambda: (os.environ.get("CUDA_VISIBLE_DEVICES", "(all)"),
+                                              os.environ.get("MALLOC_TRIM_THRESHOLD_", "(unset)")))
+        except Exception as error:  # (reported in the table: why this kind of worker could not run)
+            rows.append((label, float("nan"), None, f"failed: {type(error).__name__}: {error}"))
+            print(rows[-1], flush=True)
+            continue
+        (devices, trim_value), = visible.values()
+        rows.append((label, seconds, result, f"CUDA_VISIBLE_DEVICES={devices}, MALLOC_TRIM_THRESHOLD_={trim_value}"))
+        print(label, seconds, flush=True)
     lines = [
-        f"## One GPU: {args.frames} frames of {'×'.join(map(str, shape))}, plain run against one Dask worker "
-        f"process on the GPU (warm)",
+        f"## One GPU: {args.frames} frames of {'×'.join(map(str, shape))}, the plain run against one Dask worker "
+        f"on the GPU (warm; median of {args.repeats})",
         "",
-        "| run | total (s) | detect (s) | link (s) | tracks |",
-        "| --- | ---: | ---: | ---: | ---: |",
-        f"| `track_stack(device='gpu')` | {plain_seconds:.2f} | {plain.timings['detect']:.2f} "
-        f"| {plain.timings['link']:.2f} | {plain.n_tracks} |",
-        f"| 1 worker, `device='gpu'` | {seconds:.2f} | {result.timings['detect']:.2f} "
-        f"| {result.timings['link']:.2f} | {result.n_tracks} |",
-        "",
-        f"Identical tracks: **{same_tracks(result.tracks, plain.tracks)}**; time ratio "
-        f"{seconds / plain_seconds:.2f}.",
-        "",
+        "| run | total (s) | detect (s) | link (s) | tracks | identical to the plain run | time vs plain | note |",
+        "| --- | ---: | ---: | ---: | ---: | --- | ---: | --- |",
     ]
+    for label, seconds, result, note in rows:
+        if result is None:
+            lines.append(f"| {label} | – | – | – | – | – | – | {note} |")
+            continue
+        lines.append(f"| {label} | {seconds:.2f} | {result.timings['detect']:.2f} | {result.timings['link']:.2f} | "
+                     f"{result.n_tracks} | {same_tracks(result.tracks, plain.tracks)} | {seconds / plain_seconds:.2f} "
+                     f"| {note} |")
+    lines.append("")
     finish(args, lines)
 
 
@@ -372,7 +505,7 @@ def finish(args, lines: list[str]) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("mode", choices=["memory", "scaling", "blocks", "gpu"])
+    parser.add_argument("mode", choices=["memory", "scaling", "blocks", "e2e", "gpu"])
     parser.add_argument("--frames", type=int, default=32)
     parser.add_argument("--frames-e2e", type=int, default=0, help="scaling: frames of the end-to-end run")
     parser.add_argument("--shape", type=lambda s: tuple(int(v) for v in s.split(",")), default=(64, 512, 512))
@@ -380,12 +513,22 @@ def main() -> None:
     parser.add_argument("--worker-memory", type=float, default=0.75, help="GB per worker (memory)")
     parser.add_argument("--particles", type=int, default=500, help="blocks: simulated particles")
     parser.add_argument("--blocks", default="100,250", help="blocks: block lengths (frames)")
+    parser.add_argument("--one-worker-frames", type=int, default=0,
+                        help="e2e: frames one worker runs (its whole-stack time extrapolated); 0: all")
+    parser.add_argument("--link-seconds", type=float, default=float("nan"),
+                        help="e2e, one worker alone: the link time of a measured run of all frames")
+    parser.add_argument("--overhead-seconds", type=float, default=float("nan"),
+                        help="e2e, one worker alone: a measured run's wall time less its detect and link times")
+    parser.add_argument("--repeats", type=int, default=3, help="gpu: timed runs of each kind (median)")
+    parser.add_argument("--variants", default="gpus,gpus-no-trim,workers",
+                        help="gpu: the Dask workers to time against the plain run (gpus, gpus-no-trim, workers, "
+                             "workers-no-trim)")
     parser.add_argument("--store", default="/tmp/distributed_bench.zarr")
     parser.add_argument("--out", help="append the Markdown table to this file")
     args = parser.parse_args()
     if args.mode == "memory":
         args.workers = int(args.workers)
-    {"memory": memory, "scaling": scaling, "blocks": blocks, "gpu": gpu}[args.mode](args)
+    {"memory": memory, "scaling": scaling, "blocks": blocks, "e2e": e2e, "gpu": gpu}[args.mode](args)
 
 
 if __name__ == "__main__":

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import warnings
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -26,15 +27,32 @@ from ..pipeline import (
 from ..progress import ProgressCallback, Stage
 from ..spot_scale import SpotScale
 from ..tables import Table
-from ..validation import InputWarning, check_detection_scale
+from ..validation import InputWarning, check_detection_scale, check_detections
 from .frame_source import FrameSource
 
 _on_cpu_after_out_of_memory: set[str] = set()  # devices this worker process has given up the GPU for
 
 
+@dataclass
+class FrameTables:
+    """The detections of a stack's frames, kept on the Dask workers: one future per frame, and each frame's row
+    count (all the client holds).
+
+    Attributes
+    ----------
+    futures : list of distributed.Future
+        In frame order; future ``t`` holds frame ``t``'s table (as :func:`tracker.pipeline.detect_stack` gives it).
+    counts : (T,) int64 array
+        Rows (detections) of each frame.
+    """
+
+    futures: list[Any]
+    counts: np.ndarray
+
+
 def detect_on_cluster(client: Any, source: FrameSource, detection: DetectionParams,
                       progress: ProgressCallback | None = None) -> tuple[Table, SpotScale | None]:
-    """Detect spots in every frame of ``source`` on the workers of ``client``.
+    """Detect spots in every frame of ``source`` on the workers of ``client``, and gather the detections.
 
     Parameters
     ----------
@@ -60,6 +78,38 @@ def detect_on_cluster(client: Any, source: FrameSource, detection: DetectionPara
     RuntimeError
         One line naming the frame whose task failed otherwise, or whose workers kept dying (out of memory).
     """
+    tables, spot_scale, n_constant = _detect_frames(client, source, detection, progress, gather=True)
+    return check_frames_detected(tables, n_constant), spot_scale
+
+
+def detect_frames_on_cluster(client: Any, source: FrameSource, detection: DetectionParams,
+                             progress: ProgressCallback | None = None) -> tuple[FrameTables, SpotScale | None]:
+    """As :func:`detect_on_cluster`, but the detections stay on the workers, one future per frame (the client
+    receives each frame's row count and warnings only): for linking in time blocks on the workers
+    (:func:`tracker.distributed.time_blocks.stream_time_blocks`), so that the client never holds them all.
+
+    Returns
+    -------
+    FrameTables
+        The frames' tables (futures) and row counts.
+    SpotScale or None
+        The spot size estimated (None where ``spot_radius_um`` was given).
+
+    Raises
+    ------
+    InputError, ValueError, RuntimeError
+        As :func:`detect_on_cluster`.
+    """
+    frames, spot_scale, n_constant = _detect_frames(client, source, detection, progress, gather=False)
+    # The whole-stack checks look at each frame's row count only: one row stands for a frame with spots.
+    check_frames_detected([{"frame": np.zeros(min(count, 1))} for count in frames.counts], n_constant)
+    return frames, spot_scale
+
+
+def _detect_frames(client: Any, source: FrameSource, detection: DetectionParams, progress: ProgressCallback | None,
+                   gather: bool) -> tuple[Any, SpotScale | None, int]:
+    """The frames' tables (gathered: a list) or :class:`FrameTables` (not gathered), the spot scale, and the
+    number of constant frames."""
     from distributed import as_completed
     from dask.base import tokenize
 
@@ -75,25 +125,37 @@ def detect_on_cluster(client: Any, source: FrameSource, detection: DetectionPara
         arguments["spot_radius_um"] = spot_scale.radius_um
     check_detection_scale(stack.shape[1:], stack.voxel_size, arguments["spot_radius_um"])
     token = tokenize(source, sorted(arguments.items()))
-    futures = {client.submit(detect_task, source, t, arguments, key=f"tracker-detect-{token}-{t}", pure=True): t
-               for t in range(stack.n_frames)}
+    frames = [client.submit(detect_task, source, t, arguments, key=f"tracker-detect-{token}-{t}", pure=True)
+              for t in range(stack.n_frames)]
+    # What the client receives of each frame: the whole result, or its row count, constancy and warnings.
+    received = frames if gather else [client.submit(_frame_summary, future, key=f"tracker-detect-summary-{token}-{t}",
+                                                    pure=True) for t, future in enumerate(frames)]
+    pending = dict(zip(received, range(stack.n_frames)))
     tables: list[Table | None] = [None] * stack.n_frames
+    counts = np.zeros(stack.n_frames, dtype=np.int64)
     n_constant = 0
     seen: set[str] = set()
     try:
-        for done, future in enumerate(as_completed(list(futures)), 1):
-            t = futures.pop(future)
-            table, constant, messages = _result(future, f"frame {t}")
-            tables[t] = table
+        for done, future in enumerate(as_completed(list(pending)), 1):
+            t = pending.pop(future)
+            first, constant, messages = _result(future, f"frame {t}")
+            if gather:
+                tables[t] = first
+            else:
+                counts[t] = first
             n_constant += constant
             _warn([m for m in messages if m not in seen])
             seen.update(messages)
             if progress is not None:
                 progress(Stage.DETECT, done, stack.n_frames)
     finally:
-        if futures:  # (an error: the frames still queued are not needed)
-            client.cancel(list(futures))
-    return check_frames_detected(tables, n_constant), spot_scale  # type: ignore[arg-type]
+        if pending:  # (an error: the frames still queued are not needed)
+            client.cancel(list(pending) + ([] if gather else frames))
+    if gather:
+        return tables, spot_scale, n_constant
+    tables_of = [client.submit(_table_of, future, key=f"tracker-detections-{token}-{t}", pure=True)
+                 for t, future in enumerate(frames)]
+    return FrameTables(tables_of, counts), spot_scale, n_constant
 
 
 def detect_task(source: FrameSource, t: int, arguments: Mapping[str, Any]) -> tuple[Table, bool, list[str]]:
@@ -125,6 +187,24 @@ def estimate_task(source: FrameSource, device: str) -> tuple[SpotScale, list[str
         warnings.simplefilter("always", InputWarning)
         scale = estimate_stack_spot_scale(source.open(), device)
     return scale, [str(w.message) for w in caught if issubclass(w.category, UserWarning)]
+
+
+def _frame_summary(result: tuple[Table, bool, list[str]]) -> tuple[int, bool, list[str]]:
+    """On a worker: the row count of a frame's checked table (:func:`_table_of`), its constancy and warnings
+    (what the client needs of it)."""
+    table, constant, messages = result
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", InputWarning)
+        n_rows = len(check_detections(table)["frame"])
+    return n_rows, constant, messages + [str(w.message) for w in caught if issubclass(w.category, UserWarning)]
+
+
+def _table_of(result: tuple[Table, bool, list[str]]) -> Table:
+    """On a worker: a frame's table, checked as the linker checks the whole table (duplicated rows, which lie in
+    one frame, dropped: the rows are then numbered as in the whole checked table)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", InputWarning)  # (the client has it from _frame_summary)
+        return check_detections(result[0])
 
 
 def _result(future: Any, what: str) -> Any:

@@ -216,16 +216,19 @@ def test_precise_threshold_keeps_a_few_faint_spots_that_noise_hardly_explains():
 
 
 @pytest.mark.gpu
-def test_gpu_detection_with_estimated_radius_split_spots_and_automatic_threshold():
+@pytest.mark.parametrize("photons", [1500, 250])  # bright close pairs (split); faint (low automatic threshold)
+def test_gpu_detection_with_estimated_radius_split_spots_and_automatic_threshold(photons):
     cp = pytest.importorskip("cupy")
     voxel, size = (0.5, 0.2, 0.2), (0.6, 0.2, 0.2)
     truth = simulate.simulate_tracks(150, 1, (6.0, 16.0, 16.0), 0.1, margin_um=0.0, seed=6)  # close pairs
-    frame = _camera(truth, (1, 13, 81, 81), voxel, size, photons=1500, seed=6)[0]
+    frame = _camera(truth, (1, 13, 81, 81), voxel, size, photons=photons, seed=6)[0]
     for radius in (None, tuple(np.sqrt(3) * np.asarray(size))):
         cpu = detect.detect_spots(frame, voxel, radius)
         gpu = detect.detect_spots(cp.asarray(frame), voxel, radius)
-        assert len(gpu["z"]) == len(cpu["z"]) > 100
-        for axis in ("z_vox", "y_vox", "x_vox"):
-            assert np.max(np.abs(np.sort(gpu[axis]) - np.sort(cpu[axis]))) < 0.05
+        assert len(gpu["z"]) == len(cpu["z"]) > (100 if photons > 1000 else 30)
+        # One to one: each GPU detection within 0.05 voxel of a CPU one.
+        cpu_vox, gpu_vox = (np.column_stack([t["z_vox"], t["y_vox"], t["x_vox"]]) for t in (cpu, gpu))
+        distance, index = cKDTree(cpu_vox).query(gpu_vox)
+        assert np.max(distance) < 0.05 and len(np.unique(index)) == len(index)
     planar = cp.asarray(frame[6:7])
     assert len(detect.detect_spots(planar, voxel)["z"]) == len(detect.detect_spots(frame[6:7], voxel)["z"])

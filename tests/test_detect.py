@@ -232,3 +232,13 @@ def test_gpu_detection_with_estimated_radius_split_spots_and_automatic_threshold
         assert np.max(distance) < 0.05 and len(np.unique(index)) == len(index)
     planar = cp.asarray(frame[6:7])
     assert len(detect.detect_spots(planar, voxel)["z"]) == len(detect.detect_spots(frame[6:7], voxel)["z"])
+
+
+def test_automatic_threshold_falls_back_to_the_precision_rule_below_half_a_voxel():
+    # Filtered at under half a voxel the noise is not the smooth field the F1 rule's noise model counts maxima
+    # of: on pure noise it would keep dozens a frame; the precision rule keeps (almost) none.
+    voxel, radius = (0.5, 0.2, 0.2), (0.3, 0.1, 0.1)  # σ 0.35, 0.29, 0.29 voxels
+    assert np.min(detect.spot_sigma_voxels(radius, voxel)) < detect.SMOOTH_SIGMA
+    truth = simulate.simulate_tracks(1, 2, (6.0, 16.0, 16.0), 0.5, margin_um=1.0, seed=1)
+    noise = _camera(truth, (2, 13, 81, 81), voxel, (0.35, 0.15, 0.15), photons=0.0, seed=3)
+    assert sum(len(detect.detect_spots(frame, voxel, radius)["z"]) for frame in noise) <= 2

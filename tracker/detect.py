@@ -32,7 +32,8 @@ DEFAULT_THRESHOLD = DETECTION_DEFAULTS.threshold
 
 FALSE_FRACTION = 0.01
 """:func:`precise_threshold`'s bound: the lowest threshold at which noise explains at most this fraction of the
-detections (used where precision matters more than recall: the spot-size estimate's candidates)."""
+detections (used where precision matters more than recall: the spot-size estimate's candidates, and the
+partners of merged spots)."""
 
 NOISE_EXCESS = 2.0
 """Noise maxima counted per predicted one: on pure-noise camera stacks (Poisson + read noise, 1–3 photons
@@ -45,9 +46,10 @@ of its standard deviations (a Poisson count: ``m + 2√m``), an upper bound that
 exceeds. Without it (expected count alone), on sparse frames (~10 spots in 0.1–1.5 M voxels) the chance
 excess of noise maxima at low levels passed for spots: with the radius estimated, F1 0.997 → 0.958,
 0.997 → 0.970 and 0.991 → 0.972 on three 400–1500-photon stacks of the benchmark grid (maxima counted
-before the splitting of close spots); with 2, no stack of the 36 lost more than 0.003 against the previous
-rule and the 150-photon ones gained up to 0.24. 2 is the usual two-sided 95 % bound, not tuned (1.5 and 3
-gave one more miss each)."""
+before the splitting of close spots). 2 is the usual two-sided 95 % bound, not tuned (in that count of
+maxima, 1.5 and 3 each missed one more grid stack's target). With it and :data:`SPOT_EVIDENCE`, the detector
+on all 36 grid stacks (``benchmarks/results/detect_bench.md``): F1 at most 0.004 below the previous rule's,
+up to 0.21 above on the 150-photon ones."""
 
 SPOT_EVIDENCE = 3.0
 """The automatic threshold finds spots in a frame only where, at some level, the maxima exceed the noise's

@@ -180,9 +180,9 @@ class DetectionParams(_Validated):
     threshold: float | None = _param(
         None, cli="--threshold", minimum=0, minimum_open=True, optional=True,
         help="Detection threshold: the filter response over its noise at that voxel (a signal-to-noise ratio; "
-             "the faces' higher noise included). Not given: chosen per frame from the noise maxima expected from "
-             "the response's smoothness and the volume, as low as noise would explain at most 1 % of the "
-             "detections, or each further detection would be at least 90 % likely a spot; between 3.5 and 8.")
+             "the faces' higher noise included). Not given: chosen per frame to maximise its estimated F1, the "
+             "maxima found above each level less the noise maxima expected there (from the response's smoothness "
+             "and the volume); frames where noise explains every level get 8; between 3.5 and 8.")
     device: str = _param(
         "auto", cli="--device", choices=("auto", "cpu", "gpu"),
         help="Where detection runs: 'auto' uses a GPU when CuPy finds one.")

@@ -312,11 +312,11 @@ def _bright_maxima(volume, sigma: np.ndarray, everything: bool = False):
     sub-voxel offsets (n, 3) of a parabola through each and its neighbours, and the noise model (voxels,
     :func:`tracker.dog.gradient_variance`) that predicts how many noise maxima exceed a quality.
 
-    Those above :data:`CANDIDATE_QUALITY`, or above the detector's automatic
-    threshold where that is lower (faint spots that are many); with
+    Those above :data:`CANDIDATE_QUALITY`, or above :func:`tracker.detect.precise_threshold`
+    where that is lower (faint spots that are many); with
     ``everything``, all above the detector's floor (the caller chooses).
     """
-    from .detect import THRESHOLD_RANGE, automatic_threshold, quadratic_offsets
+    from .detect import THRESHOLD_RANGE, precise_threshold, quadratic_offsets
 
     xp = get_array_module(volume)
     quality = quality_map(dog_filter(volume, sigma), sigma)
@@ -332,7 +332,7 @@ def _bright_maxima(volume, sigma: np.ndarray, everything: bool = False):
     coords = to_numpy(coords).astype(np.int64)
     noise_model = (n_voxels, gradient_variance(quality))
     if not everything:
-        keep = values >= min(CANDIDATE_QUALITY, automatic_threshold(values, *noise_model))
+        keep = values >= min(CANDIDATE_QUALITY, precise_threshold(values, *noise_model))
         coords, values, offsets = coords[keep], values[keep], offsets[keep]
     order = np.argsort(-values, kind="stable")
     return coords[order], values[order], offsets[order], noise_model
@@ -340,7 +340,7 @@ def _bright_maxima(volume, sigma: np.ndarray, everything: bool = False):
 
 def _pooled_floor(halves: list[_Half]) -> float:
     """The lowest quality above which noise would explain at most :data:`HALF_FALSE_FRACTION` of the maxima
-    of all ``halves`` together (:func:`tracker.detect.automatic_threshold`'s rule, pooled over frames: a
+    of all ``halves`` together (:func:`tracker.detect.precise_threshold`'s first rule, pooled over frames: a
     sparse frame alone holds too few spots to tell them from noise)."""
     from .detect import NOISE_EXCESS, THRESHOLD_RANGE
 

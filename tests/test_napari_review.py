@@ -275,3 +275,31 @@ def test_a_new_review_continues_the_edit_history(viewer, tracks_csv):
     third = review_of(viewer, layer)
     assert third.edits is not first.edits and not third.edits.can_undo
     assert sorted(third.edits.track_ids().tolist()) == [0, 1]
+
+
+def test_the_selection_highlights_move_without_data_events_or_visibility_changes(viewer, tracks_csv):
+    """The review queue's inner loop: moving the selection writes the marks in place (no data event, which makes
+    napari measure every layer), hides them through ``shown`` and never touches ``visible`` (a scene-graph
+    rebuild), so a user's hidden highlight stays hidden; the track highlight is re-assigned only for a new track."""
+    layer = open_tracks(viewer, tracks_csv)
+    review = review_of(viewer, layer)
+    edits = review.edits
+    review.select(0, edits.point_at(0, 2))
+    point, track = viewer.layers["selected point"], viewer.layers["selected track"]
+    events = []
+    for helper in (point, track):
+        helper.events.data.connect(lambda event, name=helper.name: events.append(("data", name)))
+        helper.events.visible.connect(lambda event, name=helper.name: events.append(("visible", name)))
+    review.select(0, edits.point_at(0, 3))
+    np.testing.assert_allclose(point.data, [[3, 1.0, 2.0, 5.0]])  # frame, z, y, x of track 0 at frame 3
+    assert np.all(point.shown) and events == []
+    review.select(1, edits.point_at(1, 1))
+    assert events == [("data", "selected track")]  # another track: its points, once
+    np.testing.assert_allclose(track.data[:, 4], 10.0)
+    review.clear_selection()
+    assert not np.any(point.shown) and len(track.data) == 1  # a one-point track draws nothing
+    assert point.visible and track.visible
+    track.visible = False  # the user hides the highlight: it stays hidden
+    review.select(0)
+    assert not track.visible and len(track.data) == 5 and np.all(point.shown)
+    review.close()

@@ -129,6 +129,10 @@ class LinkReview:
         xyz = np.array([[edits.column(c)[r] for c in ("z", "y", "x")] for r in (max(source, 0), row)])
         viewer = self.viewer
         frame = int(edits.column("frame")[row])
+        # The highlights first: their changes make napari measure every layer, which costs nothing while the
+        # layers' extents are still known; the frame change below makes napari measure them again anyway.
+        self.review.select(int(edits.column("track_id")[row]), int(row), notify=False)
+        self.review.overlay.show_link(edits, source if source >= 0 else None, int(row))
         # (one call, and none where the view is there: napari slices every layer on each; 0.1 s for 100k points)
         axes, values = ((0, 1), (frame, float(xyz[1, 0]))) if viewer.dims.ndisplay == 2 and viewer.dims.ndim >= 4 \
             else ((0,), (frame,))
@@ -138,8 +142,6 @@ class LinkReview:
         length = float(np.linalg.norm(xyz[1, displayed] - xyz[0, displayed])) if source >= 0 else 0.0
         zoom_to(viewer, xyz.mean(axis=0), max(LINK_CONTEXT_STEPS * length, LINK_CONTEXT_POINTS * POINT_SIZE_UM),
                 self._scene_size(displayed))
-        self.review.select(int(edits.column("track_id")[row]), int(row), notify=False)
-        self.review.overlay.show_link(edits, source if source >= 0 else None, int(row))
         self.review.say(f"link into track {int(edits.column('track_id')[row])} frame "
                         f"{int(edits.column('frame')[row])}: confidence "
                         f"{_format(edits, 'link_confidence', row)}, cost {_format(edits, 'link_cost', row)} µm² — "

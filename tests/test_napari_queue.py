@@ -120,7 +120,7 @@ def test_order_by_ground_truth_puts_wrong_links_first(viewer, tracked):
     summary = edits.summary()
     a, b = (int(t) for t in summary["track_id"][np.argsort(-summary["length"])[:2]])
     frame = int(max(summary["start"][summary["track_id"] == a][0], summary["start"][summary["track_id"] == b][0])) + 2
-    assert review.reassign_point(edits.point_at(a, frame), b)
+    assert widget.corrections.reassign_point(edits.point_at(a, frame), b)
     widget.queue_panel.order_combo.setCurrentText("ground truth")
     assert widget.links.order == "ground truth"
     widget.links.next_link()

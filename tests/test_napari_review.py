@@ -19,6 +19,7 @@ from napari_helpers import (  # noqa: E402
 )
 from tracker.io import read_table  # noqa: E402
 
+from napari_tracker._corrections import TrackCorrections  # noqa: E402
 from napari_tracker._live_tracks import OUTPUT_COLUMNS  # noqa: E402
 from napari_tracker._review import TrackReview  # noqa: E402
 from napari_tracker._view import camera  # noqa: E402
@@ -86,13 +87,14 @@ def edit_and_undo(review, layer, do, check):
 def test_every_edit_and_its_undo(viewer, tracks_csv):
     layer = open_tracks(viewer, tracks_csv)
     review = review_of(viewer, layer)
+    fix = TrackCorrections(review)
 
     def frames_of(table, track_id):
         return sorted(table["frame"][table["track_id"] == track_id].tolist())
 
     # delete
     review.select(1)
-    edit_and_undo(review, layer, review.delete_track, lambda t: frames_of(t, 1) == [] or pytest.fail("not deleted"))
+    edit_and_undo(review, layer, fix.delete_track, lambda t: frames_of(t, 1) == [] or pytest.fail("not deleted"))
     # split at the current frame
     viewer.dims.set_point(0, 3)
     review.select(0)
@@ -100,7 +102,7 @@ def test_every_edit_and_its_undo(viewer, tracks_csv):
     def check_split(table):
         assert frames_of(table, 0) == [0, 1, 2]
         assert frames_of(table, 3) == [3, 4]
-    edit_and_undo(review, layer, review.split_track, check_split)
+    edit_and_undo(review, layer, fix.split_track, check_split)
     # join: previous selection 0, selection 2
     review.select(0)
     review.select(2)
@@ -109,7 +111,7 @@ def test_every_edit_and_its_undo(viewer, tracks_csv):
         assert frames_of(table, 0) == [0, 1, 2, 3, 4, 6, 7, 8] and frames_of(table, 2) == []
         cost = table["link_cost"][(table["track_id"] == 0) & (table["frame"] == 6)]
         assert cost == pytest.approx(4.0)
-    edit_and_undo(review, layer, review.join_tracks, check_join)
+    edit_and_undo(review, layer, fix.join_tracks, check_join)
     # reassign the previously selected point (track 0, frame 4) to the selected track (2)
     viewer.dims.set_point(0, 4)
     review.select(0)
@@ -117,7 +119,7 @@ def test_every_edit_and_its_undo(viewer, tracks_csv):
 
     def check_reassign(table):
         assert frames_of(table, 0) == [0, 1, 2, 3] and frames_of(table, 2) == [4, 6, 7, 8]
-    edit_and_undo(review, layer, review.reassign_point, check_reassign)
+    edit_and_undo(review, layer, fix.reassign_point, check_reassign)
     assert not review.edits.can_undo
 
 
@@ -128,6 +130,7 @@ def test_keyboard_shortcuts(viewer, tracks_csv):
 
     layer = open_tracks(viewer, tracks_csv)
     review = review_of(viewer, layer)
+    TrackCorrections(review)  # binds delete, split, join, reassign
 
     def press(name):
         viewer.keymap[KeyBinding.from_str(SHORTCUTS[name])](viewer)
@@ -159,8 +162,8 @@ def test_keyboard_shortcuts(viewer, tracks_csv):
 def test_edits_are_saved_by_the_writer(viewer, tracks_csv, tmp_path):
     layer = open_tracks(viewer, tracks_csv)
     review = review_of(viewer, layer)
-    review.delete_track(1)
-    review.split_track(0, 3)
+    TrackCorrections(review, bind_keys=False).delete_track(1)
+    TrackCorrections(review, bind_keys=False).split_track(0, 3)
     out = tmp_path / "edited.csv"
     write_tracks(str(out), *layer.as_layer_data_tuple()[:2])
     saved = read_table(out)
@@ -182,7 +185,7 @@ def test_colour_modes(viewer, tracks_csv):
     review.set_ground_truth(truth)
     assert layer.color_by == "colour_truth"
     assert set(np.unique(layer.features["gt_link"])) == {-1, 1}
-    review.reassign_point(review.edits.point_at(0, 2), 1)  # swap: now wrong links
+    TrackCorrections(review, bind_keys=False).reassign_point(review.edits.point_at(0, 2), 1)  # swap: now wrong links
     assert (layer.features["gt_link"] == 0).sum() == 4
     review.set_colour_by("track")
     assert layer.color_by == "colour_track"
@@ -195,7 +198,7 @@ def test_colour_by_confidence_leaves_no_track_invisible(viewer, tracks_csv):
     NaN; the confidence mode gives every vertex a colour (starts: their first link's; no link at all: grey)."""
     layer = open_tracks(viewer, tracks_csv)
     review = review_of(viewer, layer)
-    review.split_track(2, 8)  # a one-point track (frame 8): no link anywhere
+    TrackCorrections(review, bind_keys=False).split_track(2, 8)  # a one-point track (frame 8): no link anywhere
     review.set_colour_by("link confidence")
     assert layer.color_by == "colour_confidence"
     values = np.asarray(layer.features["colour_confidence"])
@@ -264,7 +267,7 @@ def test_a_new_review_continues_the_edit_history(viewer, tracks_csv):
     a layer changed by something else since starts afresh."""
     layer = open_tracks(viewer, tracks_csv)
     first = review_of(viewer, layer)
-    first.delete_track(1)
+    TrackCorrections(first, bind_keys=False).delete_track(1)
     first.close()
     second = review_of(viewer, layer)
     assert second.edits is first.edits and second.edits.can_undo

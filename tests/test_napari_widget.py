@@ -264,7 +264,7 @@ def test_a_second_run_keeps_edited_tracks(viewer, qtbot):
     edited = viewer.layers["sample tracks"]
     review = widget.review
     victim = int(review.edits.track_ids()[0])
-    assert review.delete_track(victim)
+    assert widget.corrections.delete_track(victim)
     n_edited = len(edited.data)
     run_and_wait(widget, qtbot)
     assert edited in viewer.layers and len(edited.data) == n_edited
@@ -284,7 +284,7 @@ def test_closing_the_dock_detaches_and_a_new_dock_picks_up_the_tracks(viewer, tr
     widget = add_widget(viewer)
     assert widget.review.layer == layer  # picked up (napari gives plugins proxies: ==, not is)
     assert widget.review_panel.tracks_choice.currentText() == layer.name
-    assert widget.review.delete_track(1)
+    assert widget.corrections.delete_track(1)
     viewer.window.remove_dock_widget(widget)
     assert list(viewer.mouse_drag_callbacks) == callbacks
     assert "selected track" not in viewer.layers
@@ -322,7 +322,7 @@ def test_open_and_save_buttons_paths(viewer, tracks_csv, tmp_path):
     layer = open_tracks(viewer, tracks_csv)
     panel = widget.review_panel
     panel.tracks_choice.choose(layer)
-    widget.review.delete_track(1)
+    widget.corrections.delete_track(1)
     panel.save(tmp_path / "panel.csv")
     assert "saved 2 tracks" in widget.status.text()
     write_tracks(str(tmp_path / "writer.csv"), *layer.as_layer_data_tuple()[:2])

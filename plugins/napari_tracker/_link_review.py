@@ -163,7 +163,7 @@ class LinkReview:
     def _decide(self, what: str, decide) -> bool:
         row = self.target if what != "pin_track" else self.review.selected_track
         hint = "select a track to pin (click it)" if what == "pin_track" else "go to a link first (next doubtful link)"
-        return self.review._apply(row is not None and self.decisions is not None, hint, lambda: decide(row))
+        return self.review.apply_edit(row is not None and self.decisions is not None, hint, lambda: decide(row))
 
     def accept(self) -> bool:
         """Pin the link into the selected point (the one under review), mark it reviewed, go to the next."""

@@ -21,6 +21,7 @@ from qtpy.QtWidgets import (
 
 from ._layer_choice import LayerChoice
 from ._layers import COLOUR_BY, KIND_KEY, legend, table_from_tracks_layer
+from ._corrections import TrackCorrections
 from ._review import TrackReview
 from ._shortcuts import SHORTCUTS
 from ._track_table import TrackTableModel
@@ -39,7 +40,8 @@ def legend_html(mode: str) -> str:
 
 
 class ReviewPanel(QGroupBox):
-    """Drives a :class:`TrackReview`: the reviewed and ground-truth layers, colour mode, table and edits.
+    """Drives a :class:`TrackReview` and its :class:`TrackCorrections`: the reviewed and ground-truth layers, colour
+    mode, table and edits.
 
     Choosing a row of the table (click, or Up/Down) selects its track and jumps to its costliest link.
 
@@ -53,7 +55,7 @@ class ReviewPanel(QGroupBox):
     saved = Signal(str)
     """The path the reviewed tracks were just saved to (the widget saves the session beside it)."""
 
-    def __init__(self, viewer, review: TrackReview, parent=None):
+    def __init__(self, viewer, review: TrackReview, corrections: TrackCorrections, parent=None):
         super().__init__("Review", parent)
         self.viewer = viewer
         self.review = review
@@ -90,8 +92,8 @@ class ReviewPanel(QGroupBox):
         form.addRow(self.table)
 
         grid = QGridLayout()
-        actions = {"jump": review.jump_to, "delete": review.delete_track, "split": review.split_track,
-                   "join": review.join_tracks, "reassign": review.reassign_point, "undo": review.undo,
+        actions = {"jump": review.jump_to, "delete": corrections.delete_track, "split": corrections.split_track,
+                   "join": corrections.join_tracks, "reassign": corrections.reassign_point, "undo": review.undo,
                    "redo": review.redo, "save": self._save_dialog}
         self.buttons: dict[str, QPushButton] = {}
         for i, (name, text) in enumerate(BUTTONS):

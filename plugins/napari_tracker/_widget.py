@@ -17,6 +17,7 @@ from qtpy.QtWidgets import QLabel, QVBoxLayout, QWidget
 from ._edits import TrackEdits
 from ._analysis_panel import AnalysisPanel
 from ._layers import points_layer_data, tracks_layer_data, tracks_layer_kwargs, was_edited
+from ._corrections import TrackCorrections
 from ._link_review import LinkReview
 from ._queue_panel import QueuePanel
 from ._reader import detections_kwargs
@@ -45,11 +46,12 @@ class TrackerWidget(QWidget):
         super().__init__(parent)
         self.viewer = napari_viewer
         self.review = TrackReview(napari_viewer)
+        self.corrections = TrackCorrections(self.review)
         self.result = None
         self._closed = False
         self._had_parent = parent is not None
         self.track_panel = TrackPanel(napari_viewer)
-        self.review_panel = ReviewPanel(napari_viewer, self.review)
+        self.review_panel = ReviewPanel(napari_viewer, self.review, self.corrections)
         self.links = LinkReview(self.review)
         self.queue_panel = QueuePanel(self.links)
         self.sessions = SessionKeeper(self.review, self.links)
@@ -145,6 +147,7 @@ class TrackerWidget(QWidget):
         self.analysis_panel.close_panel()
         self.sessions.close()
         self.links.close()
+        self.corrections.close()
         self.review.close()
 
     def changeEvent(self, event) -> None:  # noqa: N802 (Qt API)

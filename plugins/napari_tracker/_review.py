@@ -198,8 +198,7 @@ class TrackReview:
         self.select(track_id, row)
 
     def _show_selection(self) -> None:
-        self.overlay.show(self.edits, self.selected_track, self.selected_row,
-                          self.tail_length)
+        self.overlay.show(self.edits, self.selected_track, self.selected_row)
 
     # ---------------------------------------------------------------- edits
 

@@ -21,6 +21,11 @@ from ._layers import KIND_KEY
 SELECTION_COLOUR = "#ffff00"
 LINK_COLOUR = "#ff00ff"
 """The two points of the link under review (magenta: apart from every colour mode's palette)."""
+LINK_MARK_UM = 0.5
+"""Diameter (µm) of the rings on the link's two points: apart at the zoom a link is shown at (12 point sizes,
+7 µm, across the canvas) for links from about 0.5 µm (the sample's typical step)."""
+SELECTED_MARK_UM = 0.8
+"""Diameter (µm) of the ring round the selected point: around the link's ring on it."""
 
 _MARKS = ("point", "link")
 """The Points helper layers: the selected point (one point), the link's two points each in both frames (four)."""
@@ -36,22 +41,25 @@ class SelectionOverlay:
     def __init__(self, viewer):
         self.viewer = viewer
         self._layers: dict[str, Any] = {}
-        self._drawn: tuple | None = None  # (the model, its version, the track, tail) on the track layer now
+        self._drawn: tuple | None = None  # (the model, its version, the track) on the track layer now
 
-    def show(self, edits: TrackEdits | None, track_id: int | None, row: int | None, tail_length: int = 10) -> None:
-        """Draw track ``track_id`` and the point in ``row`` (None: hide)."""
+    def show(self, edits: TrackEdits | None, track_id: int | None, row: int | None) -> None:
+        """Draw track ``track_id`` whole (every frame of it, whichever frame the viewer shows) and the point in
+        ``row`` (None: hide)."""
         if edits is None or track_id is None:
             self.hide()
             return
         track_layer = self._layer("track")
         rows = edits.track_rows(track_id)
-        drawn = (id(edits), edits.version, int(track_id), int(tail_length))
+        drawn = (id(edits), edits.version, int(track_id))
         if drawn != self._drawn:
             # (coloured by its built-in track_id feature through a one-colour map: no features to set)
             track_layer.data = np.column_stack([edits.column(c)[rows] for c in ("track_id", "frame", "z", "y", "x")]
                                                ).astype(np.float64)
-            if track_layer.tail_length != tail_length:
-                track_layer.tail_length = tail_length
+            frames = edits.column("frame")[rows]
+            span = max(int(frames[-1] - frames[0]), 1)  # tail and head this long: the whole track in every frame
+            if track_layer.tail_length < span or track_layer.head_length < span:
+                track_layer.tail_length = track_layer.head_length = max(span, track_layer.tail_length)
             self._drawn = drawn
         # (with no point selected, the ring waits hidden on the track's first point: a point of the data)
         at = int(rows[0]) if row is None else int(row)
@@ -109,13 +117,12 @@ class SelectionOverlay:
             )
         elif which == "link":
             layer = Points(
-                data, name="link under review", size=0.9, symbol="disc",
-                face_color="transparent", border_color=LINK_COLOUR, border_width=0.2,
-                blending="translucent_no_depth", metadata=metadata, shown=False,
+                data, name="link under review", size=LINK_MARK_UM, symbol="ring", face_color=LINK_COLOUR,
+                border_width=0, blending="translucent_no_depth", metadata=metadata, shown=False,
             )
         else:
             layer = Points(
-                data, name="selected point", size=1.2, symbol="ring",
+                data, name="selected point", size=SELECTED_MARK_UM, symbol="ring",
                 face_color=SELECTION_COLOUR, border_width=0, blending="translucent_no_depth", metadata=metadata,
                 shown=False,
             )

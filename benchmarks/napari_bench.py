@@ -79,7 +79,6 @@ def main() -> None:
     from qtpy.QtWidgets import QApplication
     from tracker.io import write_table
 
-    from napari_tracker._corrections import TrackCorrections
     from napari_tracker._reader import read
     from napari_tracker._review import TrackReview
 
@@ -122,6 +121,8 @@ def main() -> None:
     start = time.perf_counter()
     viewer.screenshot(canvas_only=True, flash=False)
     results["screenshot (render + read-back)"] = time.perf_counter() - start
+
+    from napari_tracker._corrections import TrackCorrections
 
     start = time.perf_counter()
     review = TrackReview(viewer, layer)

@@ -299,6 +299,7 @@ def test_the_selection_highlights_move_without_data_events_or_visibility_changes
     review.select(1, edits.point_at(1, 1))
     assert events == [("data", "selected track")]  # another track: its points, once
     np.testing.assert_allclose(track.data[:, 4], 10.0)
+    assert track.tail_length >= 4 and track.head_length >= 4  # drawn whole (frames 0-4) in every frame
     review.clear_selection()
     assert not np.any(point.shown) and len(track.data) == 1  # a one-point track draws nothing
     assert point.visible and track.visible

@@ -345,3 +345,23 @@ def test_the_dock_is_narrow_and_scrolls_on_a_short_screen(viewer):
     widget.resize(widget.width(), 400)
     scroll.resize(scroll.width(), 400)
     assert scroll.verticalScrollBar().maximum() > 0
+
+
+def test_every_box_of_the_dock_folds_and_unfolds_as_it_was(viewer):
+    """Issue 29: a collapsible dock: each box folds to its title and unfolds with what it showed (a row hidden
+    before stays hidden)."""
+    from qtpy.QtWidgets import QWidget
+
+    widget = add_widget(viewer)
+    panel = widget.track_panel
+
+    def shown():
+        return {w for w in panel.findChildren(QWidget) if w.isVisibleTo(panel)}
+
+    before, tall = shown(), panel.sizeHint().height()
+    for box in (widget.track_panel, widget.review_panel, widget.queue_panel, widget.analysis_panel):
+        assert box.isCheckable() and box.isChecked()
+    panel.setChecked(False)
+    assert panel.maximumHeight() < tall / 4 and not panel.voxel.isVisibleTo(panel)
+    panel.setChecked(True)
+    assert shown() == before

@@ -19,9 +19,10 @@ from qtpy.QtWidgets import (
     QTableView,
 )
 
+from ._corrections import TrackCorrections
+from ._fold import make_foldable
 from ._layer_choice import LayerChoice
 from ._layers import COLOUR_BY, KIND_KEY, legend, table_from_tracks_layer
-from ._corrections import TrackCorrections
 from ._review import TrackReview
 from ._shortcuts import SHORTCUTS
 from ._track_table import TrackTableModel
@@ -57,6 +58,7 @@ class ReviewPanel(QGroupBox):
 
     def __init__(self, viewer, review: TrackReview, corrections: TrackCorrections, parent=None):
         super().__init__("Review", parent)
+        make_foldable(self)
         self.viewer = viewer
         self.review = review
         self._syncing = False

@@ -59,8 +59,11 @@ def test_next_goes_to_the_least_confident_link_centred_zoomed_and_highlighted(vi
     np.testing.assert_allclose(drawn.track_colors[:, :3], [[1.0, 1.0, 0.0]] * len(drawn.data))
     marks = viewer.layers["link under review"]
     assert marks.visible and len(marks.data) == 4
-    np.testing.assert_allclose(marks.data[:2, 1:], [[edits.column(c)[r] for c in ("z", "y", "x")]
+    np.testing.assert_allclose(marks.data[:2, 2:], [[edits.column(c)[r] for c in ("y", "x")]
                                                     for r in (source, row)])
+    # both drawn in the link's plane (the view's), where the projected track shows them
+    np.testing.assert_allclose(marks.data[:, 1], edits.column("z")[row])
+    assert viewer.dims.point[1] == pytest.approx(edits.column("z")[row]) and np.all(marks.shown)
     assert "0 of" in widget.queue_panel.progress.text()
     assert "confidence" in widget.queue_panel.link_text.text()
     press(viewer, "next")

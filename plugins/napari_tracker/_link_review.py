@@ -132,10 +132,9 @@ class LinkReview:
         # The highlights first: their changes make napari measure every layer, which costs nothing while the
         # layers' extents are still known; the frame change below makes napari measure them again anyway.
         self.review.select(int(edits.column("track_id")[row]), int(row), notify=False)
-        self.review.overlay.show_link(edits, source if source >= 0 else None, int(row))
+        self.review.overlay.show_link(edits, source if source >= 0 else None, int(row), self._plane_z(row))
         # (one call, and none where the view is there: napari slices every layer on each; 0.1 s for 100k points)
-        axes, values = ((0, 1), (frame, float(xyz[1, 0]))) if viewer.dims.ndisplay == 2 and viewer.dims.ndim >= 4 \
-            else ((0,), (frame,))
+        axes, values = ((0, 1), (frame, float(xyz[1, 0]))) if self._plane_z(row) is not None else ((0,), (frame,))
         if not np.allclose([viewer.dims.point[a] for a in axes], values):
             viewer.dims.set_point(axes, values)
         displayed = [d - 1 for d in viewer.dims.displayed if d >= 1]
@@ -146,6 +145,12 @@ class LinkReview:
                         f"{int(edits.column('frame')[row])}: confidence "
                         f"{_format(edits, 'link_confidence', row)}, cost {_format(edits, 'link_cost', row)} µm² — "
                         f"{self.progress_text()}", reason="link")
+
+    def _plane_z(self, row: int) -> float | None:
+        """The z plane (µm) a 2D view of z planes shows the link into ``row`` in (its target's); None in 3D."""
+        if self.viewer.dims.ndisplay == 2 and self.viewer.dims.ndim >= 4:
+            return float(self.review.edits.column("z")[row])
+        return None
 
     def _scene_size(self, displayed: list[int]) -> float:
         """The largest extent (µm) of the live points along the displayed axes (cached per model version)."""
@@ -179,7 +184,7 @@ class LinkReview:
         if not self._decide("reject", lambda r: self.decisions.reject(r)):
             return False
         source = int(self.review.edits.predecessor_rows()[row])
-        self.review.overlay.show_link(self.review.edits, source if source >= 0 else None, row)
+        self.review.overlay.show_link(self.review.edits, source if source >= 0 else None, row, self._plane_z(row))
         return True
 
     def pin_track(self) -> bool:

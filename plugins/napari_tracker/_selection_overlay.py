@@ -66,14 +66,18 @@ class SelectionOverlay:
         point = np.array([[edits.column(c)[at] for c in ("frame", "z", "y", "x")]], dtype=np.float64)
         _place(self._layer("point", point), point, shown=row is not None)
 
-    def show_link(self, edits: TrackEdits | None, source: int | None, target: int | None) -> None:
+    def show_link(self, edits: TrackEdits | None, source: int | None, target: int | None,
+                  plane_z: float | None = None) -> None:
         """Mark the two points of the link ``source -> target`` (rows), each drawn in both frames of the link so
-        that both show whichever of them the viewer is at (None: hide)."""
+        that both show whichever of them the viewer is at (None: hide). ``plane_z`` (µm): draw both in that z
+        plane, as a 2D view of z planes projects the tracks (a source in another plane would not show)."""
         if edits is None or source is None or target is None:
             if "link" in self._layers:
                 _place(self._layers["link"], None, shown=False)
             return
         xyz = np.array([[edits.column(c)[r] for c in ("z", "y", "x")] for r in (source, target)], dtype=float)
+        if plane_z is not None:
+            xyz[:, 0] = plane_z
         frames = [float(edits.column("frame")[r]) for r in (source, target)]
         marks = np.array([[t, *p] for t in frames for p in xyz])
         _place(self._layer("link", marks), marks, shown=True)

@@ -91,6 +91,7 @@ class TrackReview:
             layer.translate = np.zeros(layer.ndim)
         self._update_correctness()
         self.refresh_layer()
+        self.overlay.prepare(self.edits)
         self._notify("layer")
 
     def set_ground_truth(self, table: dict[str, np.ndarray] | None) -> None:

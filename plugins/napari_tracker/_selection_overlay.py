@@ -34,8 +34,8 @@ _MARKS = ("point", "link")
 class SelectionOverlay:
     """Three helper layers (a Tracks and two Points layers) that show the selection in ``viewer``.
 
-    They are created on first use, carry ``metadata[KIND_KEY] == "selection"`` (so the widget's layer
-    lists skip them) and are removed by :meth:`remove`.
+    They are added by :meth:`prepare` (or on first use), carry ``metadata[KIND_KEY] == "selection"`` (so the
+    widget's layer lists skip them) and are removed by :meth:`remove`.
     """
 
     def __init__(self, viewer):
@@ -49,13 +49,12 @@ class SelectionOverlay:
         if edits is None or track_id is None:
             self.hide()
             return
-        track_layer = self._layer("track")
         rows = edits.track_rows(track_id)
+        track_layer = self._layer("track", _points(edits, rows[:1], with_track=True))
         drawn = (id(edits), edits.version, int(track_id))
         if drawn != self._drawn:
             # (coloured by its built-in track_id feature through a one-colour map: no features to set)
-            track_layer.data = np.column_stack([edits.column(c)[rows] for c in ("track_id", "frame", "z", "y", "x")]
-                                               ).astype(np.float64)
+            track_layer.data = _points(edits, rows, with_track=True)
             frames = edits.column("frame")[rows]
             span = max(int(frames[-1] - frames[0]), 1)  # tail and head this long: the whole track in every frame
             if track_layer.tail_length < span or track_layer.head_length < span:
@@ -63,7 +62,7 @@ class SelectionOverlay:
             self._drawn = drawn
         # (with no point selected, the ring waits hidden on the track's first point: a point of the data)
         at = int(rows[0]) if row is None else int(row)
-        point = np.array([[edits.column(c)[at] for c in ("frame", "z", "y", "x")]], dtype=np.float64)
+        point = _points(edits, [at])
         _place(self._layer("point", point), point, shown=row is not None)
 
     def show_link(self, edits: TrackEdits | None, source: int | None, target: int | None,
@@ -81,6 +80,15 @@ class SelectionOverlay:
         frames = [float(edits.column("frame")[r]) for r in (source, target)]
         marks = np.array([[t, *p] for t in frames for p in xyz])
         _place(self._layer("link", marks), marks, shown=True)
+
+    def prepare(self, edits: TrackEdits) -> None:
+        """Add the helper layers now, drawing nothing, so that the first selection does not pay for adding them
+        (a scene-graph rebuild each)."""
+        rows = edits.rows()[:1]
+        if len(rows):
+            self._layer("track", _points(edits, rows, with_track=True))
+            self._layer("point", _points(edits, rows))
+            self._layer("link", _points(edits, np.repeat(rows, 4)))
 
     def hide(self) -> None:
         """Draw nothing (the layers stay, for the next selection)."""
@@ -100,8 +108,8 @@ class SelectionOverlay:
         self._layers.clear()
         self._drawn = None
 
-    def _layer(self, which: str, data: np.ndarray | None = None):
-        """The helper layer ``which`` ("track", "point", "link"), made (Points: holding ``data``) if missing."""
+    def _layer(self, which: str, data: np.ndarray):
+        """The helper layer ``which`` ("track", "point", "link"), made holding ``data`` (hidden) if missing."""
         layer = self._layers.get(which)
         if layer is not None and layer in self.viewer.layers:
             return layer
@@ -114,7 +122,7 @@ class SelectionOverlay:
         metadata = {KIND_KEY: "selection"}
         if which == "track":
             layer = Tracks(
-                np.zeros((1, 5)), name="selected track", color_by="track_id",
+                data, name="selected track", color_by="track_id",
                 colormaps_dict={"track_id": Colormap([SELECTION_COLOUR, SELECTION_COLOUR], name="tracker_selected")},
                 tail_width=7, tail_length=10, head_length=0, opacity=0.9, blending="translucent",
                 metadata=metadata,
@@ -135,6 +143,12 @@ class SelectionOverlay:
             self.viewer.layers.selection.active = active  # adding a layer makes it active; keep the user's
         self._layers[which] = layer
         return layer
+
+
+def _points(edits: TrackEdits, rows, with_track: bool = False) -> np.ndarray:
+    """Rows' ``frame, z, y, x`` (``track_id`` first: Tracks layer data)."""
+    columns = ("track_id", "frame", "z", "y", "x") if with_track else ("frame", "z", "y", "x")
+    return np.column_stack([edits.column(c)[rows] for c in columns]).astype(np.float64)
 
 
 def _place(layer, data: np.ndarray | None, shown: bool) -> None:

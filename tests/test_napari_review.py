@@ -307,3 +307,30 @@ def test_the_selection_highlights_move_without_data_events_or_visibility_changes
     review.select(0)
     assert not track.visible and len(track.data) == 5 and np.all(point.shown)
     review.close()
+
+
+def test_moving_frame_and_plane_slices_the_layers_once_and_right(viewer, monkeypatch):
+    """napari slices the layers on the ``point`` event and again on ``current_step``, measuring the layers each
+    time (15 ms at 100k track points): set_point_once measures them once, slices at the new position, and still
+    slices where the point moved within its step."""
+    from napari.layers import Tracks
+
+    from napari_tracker._view import set_point_once
+
+    layer = viewer.add_points(np.array([[t, z, 5.0, 5.0] for t in range(6) for z in range(6)]), size=1)
+    viewer.add_tracks(np.array([[k, t, 2.0 * k, 5.0 + k, 5.0] for k in range(3) for t in range(6)], float))
+    measured = []
+    extent = Tracks._extent_data.fget
+    monkeypatch.setattr(Tracks, "_extent_data", property(lambda self: measured.append(1) or extent(self)))
+    slicings = []
+    layer.events.set_data.connect(lambda event: slicings.append(tuple(viewer.dims.point[:2])))
+    set_point_once(viewer, (0, 1), (3, 4))
+    assert viewer.dims.current_step[:2] == (3, 4) and slicings == [(3.0, 4.0)] and len(measured) == 1
+    np.testing.assert_allclose(layer._slice_input.world_slice.point[:2], (3, 4))
+    assert len(layer._view_data) == 1  # the point of frame 3, plane 4
+    slicings.clear()
+    set_point_once(viewer, (1,), (4.3,))  # within the step: no current_step event, sliced all the same
+    assert viewer.dims.current_step[1] == 4 and slicings == [(3.0, 4.3)]
+    measured.clear()
+    viewer.dims.set_point((0, 1), (2, 1))  # (napari's own)
+    assert len(measured) >= 2

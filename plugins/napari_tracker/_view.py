@@ -119,7 +119,9 @@ def set_point_once(viewer, axes: tuple[int, ...], values: tuple[float, ...]) -> 
     are sliced once after.
     """
     dims = viewer.dims
-    update = getattr(viewer, "_update_layers", None)  # (the viewer model's slicing; napari 0.4 to 0.9)
+    # (the viewer model's slicing, napari 0.4 to 0.9; through the model itself: napari hands plugins a proxy
+    # that warns on private names)
+    update = getattr(getattr(viewer, "__wrapped__", viewer), "_update_layers", None)
     if update is None:
         dims.set_point(axes, values)
         return

@@ -23,8 +23,9 @@ Then the link review (issue 29), on tracks the tracker linked (``--vertices`` po
 * ``next link``: the queue moves to the next doubtful link (after the undo of a rejection: the queue's keys of the
   changed model included): the frame, camera, selection, link marks and the redraw as :func:`draw` does it (the
   step's paint and a second, forced one, as measured by the earlier stops); "(its one paint)" stops the clock
-  when the canvas has painted once, the paint the step asked for; ``next link (queue model)`` the queue alone. Medians of ``--repeats``, and the worst (``(worst)``); "(CPU time of the process)": the CPU
-  seconds the step used in this process (Mesa's rendering threads included).
+  when the canvas has painted once, the paint the step asked for; ``next link (queue model)`` the queue alone.
+  Medians of ``--repeats``, and the worst (``(worst)``); "(CPU time of the process)": the CPU seconds the step
+  used in this process (Mesa's rendering threads included).
 """
 
 from __future__ import annotations

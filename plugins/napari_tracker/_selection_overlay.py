@@ -1,5 +1,5 @@
 """The selected track drawn as a thick line, its selected point as a ring and the two points of the link under
-review as magenta discs, in three helper layers over the reviewed layer.
+review as magenta rings, in three helper layers over the reviewed layer.
 
 Moving the selection is the review queue's inner loop, so the helper layers are changed the cheap way: the two
 Points layers keep a fixed number of points, written in place and shown or hidden through ``shown`` (a data

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from napari_tracker._decisions import LinkDecisions, relink_options
 from napari_tracker._edits import EditError, TrackEdits
@@ -145,3 +147,45 @@ def test_links_without_a_confidence_come_after_costliest_first():
     table["link_cost"] = np.array([np.nan, 1.0, 4.0, 9.0])
     queue = ReviewQueue(TrackEdits(table))
     np.testing.assert_array_equal(queue.links(), [1, 3, 2])
+
+
+def _stepped(links, reviewed, current, forward):
+    """The queue's move, from its sorted order: the next unreviewed link after ``current`` (wrapping), or the
+    link before it."""
+    position = None if current is None or current not in links else list(links).index(current)
+    if not forward:
+        return None if not position else int(links[position - 1])
+    start = 0 if position is None else position + 1
+    for index in [*range(start, len(links)), *range(start)]:
+        if not reviewed[index]:
+            return int(links[index])
+    return None
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.data())
+def test_stepping_through_the_queue_follows_its_sorted_order(data):
+    """next / previous walk :meth:`ReviewQueue.links` (ties in row order) with reviewed links skipped, though
+    they find their way in one pass over the links, without the sort."""
+    n_tracks = data.draw(st.integers(1, 5))
+    lengths = data.draw(st.lists(st.integers(1, 6), min_size=n_tracks, max_size=n_tracks))
+    rows = [(k, t, 0.0, float(k), float(t)) for k, n in enumerate(lengths) for t in range(n)]
+    table = {name: np.array(column) for name, column in zip(("track_id", "frame", "z", "y", "x"), zip(*rows))}
+    # few distinct confidences (ties), some missing (ordered by cost after the others)
+    table["link_confidence"] = np.array(data.draw(st.lists(st.sampled_from([0.1, 0.5, 0.9, np.nan]),
+                                                           min_size=len(rows), max_size=len(rows))))
+    edits = TrackEdits(table)
+    queue = ReviewQueue(edits)
+    links = queue.links()
+    if len(links):
+        flags = data.draw(st.lists(st.booleans(), min_size=len(links), max_size=len(links)))
+        reviewed = links[np.array(flags, dtype=bool)]
+        if len(reviewed):
+            edits.change_cells("review", {"reviewed": (reviewed, np.ones(len(reviewed), bool))})
+    reviewed = queue.reviewed()
+    for forward in data.draw(st.lists(st.booleans(), max_size=12)):
+        expected = _stepped(queue.links(), reviewed, queue.current, forward)
+        before = queue.current
+        moved = queue.next() if forward else queue.previous()
+        assert moved == expected
+        assert queue.current == (before if moved is None else moved)

@@ -264,7 +264,7 @@ def test_a_second_run_keeps_edited_tracks(viewer, qtbot):
     edited = viewer.layers["sample tracks"]
     review = widget.review
     victim = int(review.edits.track_ids()[0])
-    assert review.delete_track(victim)
+    assert widget.corrections.delete_track(victim)
     n_edited = len(edited.data)
     run_and_wait(widget, qtbot)
     assert edited in viewer.layers and len(edited.data) == n_edited
@@ -284,7 +284,7 @@ def test_closing_the_dock_detaches_and_a_new_dock_picks_up_the_tracks(viewer, tr
     widget = add_widget(viewer)
     assert widget.review.layer == layer  # picked up (napari gives plugins proxies: ==, not is)
     assert widget.review_panel.tracks_choice.currentText() == layer.name
-    assert widget.review.delete_track(1)
+    assert widget.corrections.delete_track(1)
     viewer.window.remove_dock_widget(widget)
     assert list(viewer.mouse_drag_callbacks) == callbacks
     assert "selected track" not in viewer.layers
@@ -300,13 +300,14 @@ def test_closing_the_dock_detaches_and_a_new_dock_picks_up_the_tracks(viewer, tr
 
 def test_colour_mode_choice_and_legend(viewer, tracks_csv):
     layer = open_tracks(viewer, tracks_csv)
-    panel = add_widget(viewer).review_panel
+    widget = add_widget(viewer)
+    panel = widget.review_panel
     for mode, feature, word in (("link confidence", "colour_confidence", "no link"),
                                 ("link cost", "colour_cost", "low cost"), ("track", "colour_track", "per track")):
         panel.colour_combo.setCurrentText(mode)
         assert layer.color_by == feature and word in panel.legend.text()
     panel.colour_combo.setCurrentText("ground truth")  # none loaded: refused, the combo goes back
-    assert panel.colour_combo.currentText() == "track" and "ground truth" in panel.parent().status.text()
+    assert panel.colour_combo.currentText() == "track" and "ground truth" in widget.status.text()
 
 
 def test_open_and_save_buttons_paths(viewer, tracks_csv, tmp_path):
@@ -322,9 +323,45 @@ def test_open_and_save_buttons_paths(viewer, tracks_csv, tmp_path):
     layer = open_tracks(viewer, tracks_csv)
     panel = widget.review_panel
     panel.tracks_choice.choose(layer)
-    widget.review.delete_track(1)
+    widget.corrections.delete_track(1)
     panel.save(tmp_path / "panel.csv")
     assert "saved 2 tracks" in widget.status.text()
     write_tracks(str(tmp_path / "writer.csv"), *layer.as_layer_data_tuple()[:2])
     assert (tmp_path / "panel.csv").read_text() == (tmp_path / "writer.csv").read_text()
     assert sorted(set(read_table(tmp_path / "panel.csv")["track_id"].tolist())) == [0, 2]
+
+
+def test_the_dock_is_narrow_and_scrolls_on_a_short_screen(viewer):
+    """Issue 29: the dock asks for the boxes' minimum width (the canvas keeps the room; the voxel boxes still show
+    their values whole) and scrolls where the screen is shorter than its boxes (they overlapped)."""
+    from qtpy.QtWidgets import QScrollArea
+
+    widget = add_widget(viewer)
+    assert widget.sizeHint().width() <= 520  # (the boxes' preferred width was 722 px)
+    assert widget.minimumSizeHint().height() < 200
+    box = widget.track_panel.voxel.boxes[0]
+    assert box.width() >= box.fontMetrics().horizontalAdvance(box.text()) or not box.isVisible()
+    scroll = widget.findChild(QScrollArea)
+    widget.resize(widget.width(), 400)
+    scroll.resize(scroll.width(), 400)
+    assert scroll.verticalScrollBar().maximum() > 0
+
+
+def test_every_box_of_the_dock_folds_and_unfolds_as_it_was(viewer):
+    """Issue 29: a collapsible dock: each box folds to its title and unfolds with what it showed (a row hidden
+    before stays hidden)."""
+    from qtpy.QtWidgets import QWidget
+
+    widget = add_widget(viewer)
+    panel = widget.track_panel
+
+    def shown():
+        return {w for w in panel.findChildren(QWidget) if w.isVisibleTo(panel)}
+
+    before, tall = shown(), panel.sizeHint().height()
+    for box in (widget.track_panel, widget.review_panel, widget.queue_panel, widget.analysis_panel):
+        assert box.isCheckable() and box.isChecked()
+    panel.setChecked(False)
+    assert panel.maximumHeight() < tall / 4 and not panel.voxel.isVisibleTo(panel)
+    panel.setChecked(True)
+    assert shown() == before

@@ -6,8 +6,9 @@ Contributions: ``_reader``, ``_writer``, ``_sample_data`` and ``_widget``.
 The dock widget (``_widget.TrackerWidget``) lays out ``_track_panel.TrackPanel`` (stack, voxel size,
 parameter forms generated from :mod:`tracker.params` by ``_parameter_form``, a ``_tracking_run`` worker with
 cancel) over ``_review_panel.ReviewPanel`` (layer choice, colours and legend, the ``_track_table`` model,
-edit buttons), which drives ``_review.TrackReview`` (selection, jumps, edits on the viewer; helpers in
-``_view``, ``_selection_overlay``, ``_shortcuts``). Below it, ``_queue_panel.QueuePanel`` drives
+edit buttons), which drives ``_review.TrackReview`` (the layer, colours, selection, jumps, undo on the viewer;
+helpers in ``_view``, ``_selection_overlay``, ``_shortcuts``) and ``_corrections.TrackCorrections`` (delete, split,
+join, reassign). Below it, ``_queue_panel.QueuePanel`` drives
 ``_link_review.LinkReview`` (the review queue ``_review_queue.ReviewQueue`` of doubtful links; accept, reject
 with a local re-solve through :func:`tracker.linking.relink`, pin a track: ``_decisions.LinkDecisions``),
 ``_analysis_panel.AnalysisPanel`` plots the selected track (``_track_plot.TrackPlot``) and filters the view, and

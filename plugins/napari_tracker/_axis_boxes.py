@@ -5,13 +5,14 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from qtpy.QtCore import Signal
-from qtpy.QtWidgets import QDoubleSpinBox, QHBoxLayout, QWidget
+from qtpy.QtWidgets import QAbstractSpinBox, QDoubleSpinBox, QHBoxLayout, QWidget
 
 AXES = ("z", "y", "x")
 
 
 class AxisBoxes(QWidget):
-    """One decimal spin box per axis z, y, x, side by side (label it "(z, y, x)"); ``valueChanged`` when any changes."""
+    """One decimal spin box per axis z, y, x, side by side (label it "(z, y, x)"), without step buttons;
+    ``valueChanged`` when any changes."""
 
     valueChanged = Signal()  # noqa: N815 (Qt naming)
 
@@ -30,6 +31,8 @@ class AxisBoxes(QWidget):
             if auto_text:
                 box.setSpecialValueText(auto_text)
             box.setSingleStep(step)
+            box.setButtonSymbols(QAbstractSpinBox.ButtonSymbols.NoButtons)  # (three in a row: room for the values;
+            # the arrow keys and the wheel still step)
             if unit:
                 box.setSuffix(f" {unit}")
             box.valueChanged.connect(lambda *args: self.valueChanged.emit())

@@ -17,10 +17,9 @@ changed (``track_id``, ``alive``, ``link_cost``, ``link_confidence``), so an
 edit and its undo cost O(rows touched) plus one vectorised pass, whatever
 the size of the table (100k points: milliseconds).
 
-Links that an edit creates get ``link_cost`` = squared displacement (µm²,
-the linker's cost without a motion model) and ``link_confidence`` = 1 (a
-person made them); points that an edit makes a track start get NaN in both,
-as the linker writes them. Links an edit does not touch keep their values.
+What an edit does to the links (costs, confidences, review flags of the links
+it makes or breaks) is :mod:`~napari_tracker._link_changes`'s; links an edit
+does not touch keep their values.
 """
 
 from __future__ import annotations
@@ -30,6 +29,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ._link_changes import changed_links, link_cells, track_links
 from ._live_tracks import REVIEW_FLAGS, EditError, LiveTracks
 
 FLAG_COLUMNS = REVIEW_FLAGS
@@ -46,17 +46,6 @@ class Edit:
     """``(track_id, row)`` a viewer should select after applying the edit."""
     forbid: list[tuple[int, int]] = field(default_factory=list)
     """Links ``(source row, target row)`` the edit forbade (see :attr:`TrackEdits.forbidden`)."""
-
-
-def _predecessors(track_id: np.ndarray, frame: np.ndarray, mask: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Rows under ``mask`` sorted by (track, frame), and the row before each in its track (-1: none)."""
-    rows = np.flatnonzero(mask)
-    rows = rows[np.lexsort((frame[rows], track_id[rows]))]
-    ids = track_id[rows]
-    pred = np.full(len(rows), -1, dtype=np.int64)
-    same = ids[1:] == ids[:-1]
-    pred[1:][same] = rows[:-1][same]
-    return rows, pred
 
 
 class TrackEdits(LiveTracks):
@@ -228,19 +217,6 @@ class TrackEdits(LiveTracks):
         self._push(edit)
         return edit
 
-    def predecessor_rows(self) -> np.ndarray:
-        """For every row, the row of the previous live point of its track (-1: a start, or a deleted row);
-        cached until the next change (read-only by convention)."""
-        out = self._cache.get("predecessor_rows")
-        if out is None:  # (from the cached display order, by track then frame: no sort of its own)
-            rows = self.rows()
-            ids = self._columns["track_id"][rows]
-            same = ids[1:] == ids[:-1]
-            out = np.full(self._n, -1, dtype=np.int64)
-            out[rows[1:][same]] = rows[:-1][same]
-            self._cache["predecessor_rows"] = out
-        return out  # type: ignore[return-value]
-
     def new_id(self) -> int:
         """A track id no row has had."""
         return self._new_id()
@@ -280,9 +256,9 @@ class TrackEdits(LiveTracks):
         selection: tuple[int | None, int | None] = (None, None),
     ) -> Edit:
         rows = np.asarray(rows, dtype=np.int64)
-        ids = self._columns["track_id"]
+        ids, frame = self._columns["track_id"], self._columns["frame"]
         affected = np.unique(np.concatenate([ids[rows], track_id if track_id is not None else []]).astype(np.int64))
-        before_rows, before_pred = _predecessors(ids, self._columns["frame"], self._alive & np.isin(ids, affected))
+        before = track_links(ids, frame, self._alive & np.isin(ids, affected))
         edit = Edit(description, selection=selection)
         if track_id is not None:
             edit.changes.append(("track_id", rows, ids[rows].copy(), np.asarray(track_id, dtype=np.int64)))
@@ -290,28 +266,11 @@ class TrackEdits(LiveTracks):
         if alive is not None:
             edit.changes.append(("alive", rows, self._alive[rows].copy(), np.asarray(alive, dtype=bool)))
             self._alive[rows] = alive
-        after_rows, after_pred = _predecessors(ids, self._columns["frame"], self._alive & np.isin(ids, affected))
-        # Links into a row change where its predecessor changed.
-        previous = np.full(self._n, -2, dtype=np.int64)
-        previous[before_rows] = before_pred
-        changed = previous[after_rows] != after_pred
-        target, source = after_rows[changed], after_pred[changed]
+        target, source = changed_links(before, track_links(ids, frame, self._alive & np.isin(ids, affected)), self._n)
         if len(target):
-            linked = source >= 0
-            cost = np.full(len(target), np.nan)
-            cost[linked] = np.sum((self._xyz[target[linked]] - self._xyz[source[linked]]) ** 2, axis=1)
-            old = self._columns["link_cost"][target].copy()
-            edit.changes.append(("link_cost", target, old, cost))
-            self._columns["link_cost"][target] = cost
-            if "link_confidence" in self._columns:
-                confidence = np.where(linked, 1.0, np.nan)
-                old = self._columns["link_confidence"][target].copy()
-                edit.changes.append(("link_confidence", target, old, confidence))
-                self._columns["link_confidence"][target] = confidence
-            for flag in FLAG_COLUMNS:  # a pin or review was of the link that is gone
-                if flag in self._columns:
-                    edit.changes.append((flag, target, self._columns[flag][target].copy(), np.zeros(len(target), bool)))
-                    self._columns[flag][target] = False
+            for name, values in link_cells(self._columns, self._xyz, target, source).items():
+                edit.changes.append((name, target, self._columns[name][target].copy(), values))
+                self._columns[name][target] = values
         self._push(edit)
         return edit
 

@@ -18,7 +18,7 @@ from ._layers import POINT_SIZE_UM
 from ._review import TrackReview
 from ._review_queue import ReviewQueue
 from ._shortcuts import bind_shortcuts, unbind_shortcuts
-from ._view import zoom_to
+from ._view import set_point_once, zoom_to
 
 LINK_CONTEXT_STEPS = 6.0
 """Going to a link zooms to show this many times the link's length across, and at least
@@ -129,21 +129,28 @@ class LinkReview:
         xyz = np.array([[edits.column(c)[r] for c in ("z", "y", "x")] for r in (max(source, 0), row)])
         viewer = self.viewer
         frame = int(edits.column("frame")[row])
-        # (one call, and none where the view is there: napari slices every layer on each; 0.1 s for 100k points)
-        axes, values = ((0, 1), (frame, float(xyz[1, 0]))) if viewer.dims.ndisplay == 2 and viewer.dims.ndim >= 4 \
-            else ((0,), (frame,))
+        # The highlights first: their changes make napari measure every layer, which costs nothing while the
+        # layers' extents are still known; the frame change below makes napari measure them again anyway.
+        self.review.select(int(edits.column("track_id")[row]), int(row), notify=False)
+        self.review.overlay.show_link(edits, source if source >= 0 else None, int(row), self._plane_z(row))
+        # (one call slicing once, and none where the view is there: napari slices every layer on each)
+        axes, values = ((0, 1), (frame, float(xyz[1, 0]))) if self._plane_z(row) is not None else ((0,), (frame,))
         if not np.allclose([viewer.dims.point[a] for a in axes], values):
-            viewer.dims.set_point(axes, values)
+            set_point_once(viewer, axes, values)
         displayed = [d - 1 for d in viewer.dims.displayed if d >= 1]
         length = float(np.linalg.norm(xyz[1, displayed] - xyz[0, displayed])) if source >= 0 else 0.0
         zoom_to(viewer, xyz.mean(axis=0), max(LINK_CONTEXT_STEPS * length, LINK_CONTEXT_POINTS * POINT_SIZE_UM),
                 self._scene_size(displayed))
-        self.review.select(int(edits.column("track_id")[row]), int(row), notify=False)
-        self.review.overlay.show_link(edits, source if source >= 0 else None, int(row))
         self.review.say(f"link into track {int(edits.column('track_id')[row])} frame "
                         f"{int(edits.column('frame')[row])}: confidence "
                         f"{_format(edits, 'link_confidence', row)}, cost {_format(edits, 'link_cost', row)} µm² — "
                         f"{self.progress_text()}", reason="link")
+
+    def _plane_z(self, row: int) -> float | None:
+        """The z plane (µm) a 2D view of z planes shows the link into ``row`` in (its target's); None in 3D."""
+        if self.viewer.dims.ndisplay == 2 and self.viewer.dims.ndim >= 4:
+            return float(self.review.edits.column("z")[row])
+        return None
 
     def _scene_size(self, displayed: list[int]) -> float:
         """The largest extent (µm) of the live points along the displayed axes (cached per model version)."""
@@ -161,7 +168,7 @@ class LinkReview:
     def _decide(self, what: str, decide) -> bool:
         row = self.target if what != "pin_track" else self.review.selected_track
         hint = "select a track to pin (click it)" if what == "pin_track" else "go to a link first (next doubtful link)"
-        return self.review._apply(row is not None and self.decisions is not None, hint, lambda: decide(row))
+        return self.review.apply_edit(row is not None and self.decisions is not None, hint, lambda: decide(row))
 
     def accept(self) -> bool:
         """Pin the link into the selected point (the one under review), mark it reviewed, go to the next."""
@@ -177,7 +184,7 @@ class LinkReview:
         if not self._decide("reject", lambda r: self.decisions.reject(r)):
             return False
         source = int(self.review.edits.predecessor_rows()[row])
-        self.review.overlay.show_link(self.review.edits, source if source >= 0 else None, row)
+        self.review.overlay.show_link(self.review.edits, source if source >= 0 else None, row, self._plane_z(row))
         return True
 
     def pin_track(self) -> bool:

@@ -136,6 +136,19 @@ class LiveTracks:
         hit = rows[self._columns["frame"][rows] == frame]
         return int(hit[0]) if len(hit) else None
 
+    def predecessor_rows(self) -> np.ndarray:
+        """For every row, the row of the previous live point of its track (-1: a start, or a deleted row);
+        cached until the next change (read-only by convention)."""
+        out = self._cache.get("predecessor_rows")
+        if out is None:  # (from the cached display order, by track then frame: no sort of its own)
+            rows = self.rows()
+            ids = self._columns["track_id"][rows]
+            same = ids[1:] == ids[:-1]
+            out = np.full(self._n, -1, dtype=np.int64)
+            out[rows[1:][same]] = rows[:-1][same]
+            self._cache["predecessor_rows"] = out
+        return out  # type: ignore[return-value]
+
     def summary(self) -> dict[str, np.ndarray]:
         """One row per live track (see :func:`~napari_tracker._track_summary.track_summary`)."""
         if "summary" not in self._cache:

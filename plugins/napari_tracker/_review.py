@@ -1,10 +1,12 @@
-"""Review and correction of a Tracks layer in a napari viewer (no widgets of its own).
+"""Review of a Tracks layer in a napari viewer (no widgets of its own): the layer and its edit model, colours,
+the selection, edits applied with undo and redo, messages.
 
 Selection: a click (without dragging) on the canvas selects the nearest
 track point in the current frame (or the nearest visible tail vertex) and
 its track; the previously selected track and point are remembered, so
 *join* joins the previous track to the selected one and *reassign* moves the
-previously selected point into the selected track.
+previously selected point into the selected track (the hand corrections are
+:mod:`~napari_tracker._corrections`'s, the link decisions :mod:`~napari_tracker._link_review`'s).
 
 The edit model of each reviewed layer (with its undo history) outlives the
 review: a new review of the same layer (the dock closed and opened again)
@@ -37,7 +39,7 @@ class TrackReview:
     layer : napari.layers.Tracks, optional
         The layer to review; see :meth:`set_layer`.
     bind_keys : bool
-        Install the keyboard shortcuts of :data:`~napari_tracker._shortcuts.SHORTCUTS` on the viewer
+        Bind the jump, undo and redo keys of :data:`~napari_tracker._shortcuts.SHORTCUTS` on the viewer
         (until :meth:`close`).
     """
 
@@ -57,10 +59,8 @@ class TrackReview:
         self.message = ""
         self.listeners: list[Callable[[str], None]] = []  # run after every change with its reason
         self.overlay = SelectionOverlay(viewer)
-        self._keys = bind_shortcuts(viewer, {
-            "delete": self.delete_track, "split": self.split_track, "join": self.join_tracks,
-            "reassign": self.reassign_point, "jump": self.jump_to, "undo": self.undo, "redo": self.redo,
-        }) if bind_keys else {}
+        self._keys = bind_shortcuts(viewer, {"jump": self.jump_to, "undo": self.undo, "redo": self.redo}) \
+            if bind_keys else {}
         self._on_mouse_drag = click_callback(self._on_click)
         viewer.mouse_drag_callbacks.append(self._on_mouse_drag)
         if layer is not None:
@@ -91,6 +91,7 @@ class TrackReview:
             layer.translate = np.zeros(layer.ndim)
         self._update_correctness()
         self.refresh_layer()
+        self.overlay.prepare(self.edits)
         self._notify("layer")
 
     def set_ground_truth(self, table: dict[str, np.ndarray] | None) -> None:
@@ -198,13 +199,13 @@ class TrackReview:
         self.select(track_id, row)
 
     def _show_selection(self) -> None:
-        self.overlay.show(self.edits, self.selected_track, self.selected_row,
-                          self.tail_length)
+        self.overlay.show(self.edits, self.selected_track, self.selected_row)
 
     # ---------------------------------------------------------------- edits
 
-    def _apply(self, possible: bool, hint: str, make_edit: Callable[[], Edit]) -> bool:
-        """Apply ``make_edit()`` if ``possible`` (else say ``hint``); an :class:`EditError` is said, not raised."""
+    def apply_edit(self, possible: bool, hint: str, make_edit: Callable[[], Edit]) -> bool:
+        """Apply ``make_edit()`` (an edit of :attr:`edits`) if ``possible``, else say ``hint``; an
+        :class:`EditError` is said, not raised. The corrections and link decisions apply their edits here."""
         if self.edits is None or not possible:
             self.say(hint if self.edits is not None else "no tracks to edit: run the tracker or pick a Tracks layer")
             return False
@@ -226,35 +227,6 @@ class TrackReview:
         else:
             self._show_selection()
         self.say(description, reason="edit")
-
-    def delete_track(self, track_id: int | None = None) -> bool:
-        """Delete the selected track (or ``track_id``)."""
-        track_id = self.selected_track if track_id is None else track_id
-        return self._apply(track_id is not None, "select a track to delete (click it)",
-                           lambda: self.edits.delete_track(track_id))
-
-    def split_track(self, track_id: int | None = None, frame: int | None = None) -> bool:
-        """Split the selected track at the current frame: that frame starts a new track."""
-        track_id = self.selected_track if track_id is None else track_id
-        frame = current_frame(self.viewer) if frame is None else frame
-        return self._apply(track_id is not None,
-                           "select a track to split (click it), then go to the first frame of its second part",
-                           lambda: self.edits.split_track(track_id, frame))
-
-    def join_tracks(self, first: int | None = None, second: int | None = None) -> bool:
-        """Join the previously selected track and the selected one (end of the earlier to start of the later)."""
-        first = self.previous_track if first is None else first
-        second = self.selected_track if second is None else second
-        return self._apply(first is not None and second is not None, "click one track, then the other, then join",
-                           lambda: self.edits.join_tracks(first, second))
-
-    def reassign_point(self, row: int | None = None, track_id: int | None = None) -> bool:
-        """Move the previously selected point into the selected track (swapping with its point in that frame)."""
-        row = self.previous_row if row is None else row
-        track_id = self.selected_track if track_id is None else track_id
-        return self._apply(row is not None and track_id is not None,
-                           "click the point to move, then the track to move it into, then reassign",
-                           lambda: self.edits.reassign_point(row, track_id))
 
     def undo(self) -> bool:
         """Revert the last edit."""

@@ -19,6 +19,8 @@ from qtpy.QtWidgets import (
     QTableView,
 )
 
+from ._corrections import TrackCorrections
+from ._fold import make_foldable
 from ._layer_choice import LayerChoice
 from ._layers import COLOUR_BY, KIND_KEY, legend, table_from_tracks_layer
 from ._review import TrackReview
@@ -39,7 +41,8 @@ def legend_html(mode: str) -> str:
 
 
 class ReviewPanel(QGroupBox):
-    """Drives a :class:`TrackReview`: the reviewed and ground-truth layers, colour mode, table and edits.
+    """Drives a :class:`TrackReview` and its :class:`TrackCorrections`: the reviewed and ground-truth layers, colour
+    mode, table and edits.
 
     Choosing a row of the table (click, or Up/Down) selects its track and jumps to its costliest link.
 
@@ -53,8 +56,9 @@ class ReviewPanel(QGroupBox):
     saved = Signal(str)
     """The path the reviewed tracks were just saved to (the widget saves the session beside it)."""
 
-    def __init__(self, viewer, review: TrackReview, parent=None):
+    def __init__(self, viewer, review: TrackReview, corrections: TrackCorrections, parent=None):
         super().__init__("Review", parent)
+        make_foldable(self)
         self.viewer = viewer
         self.review = review
         self._syncing = False
@@ -90,8 +94,8 @@ class ReviewPanel(QGroupBox):
         form.addRow(self.table)
 
         grid = QGridLayout()
-        actions = {"jump": review.jump_to, "delete": review.delete_track, "split": review.split_track,
-                   "join": review.join_tracks, "reassign": review.reassign_point, "undo": review.undo,
+        actions = {"jump": review.jump_to, "delete": corrections.delete_track, "split": corrections.split_track,
+                   "join": corrections.join_tracks, "reassign": corrections.reassign_point, "undo": review.undo,
                    "redo": review.redo, "save": self._save_dialog}
         self.buttons: dict[str, QPushButton] = {}
         for i, (name, text) in enumerate(BUTTONS):

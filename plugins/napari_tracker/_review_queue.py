@@ -7,8 +7,8 @@ A link is named by its target row (the link *into* that point). Orders:
 * ``"ground truth"``: links a ground truth says are wrong first, then by confidence.
 
 Reviewed links (the ``reviewed`` flag of :class:`~napari_tracker._edits.TrackEdits`, set by accepting) are
-skipped by :meth:`ReviewQueue.next`. The order is computed once per change of the model (about 20 ms for
-100k points). No napari, no Qt.
+skipped by :meth:`ReviewQueue.next`. Moving on is one pass over the links' keys (computed once per change of
+the model); the sorted order (:meth:`ReviewQueue.links`) is only built when asked for. No napari, no Qt.
 """
 
 from __future__ import annotations
@@ -38,6 +38,7 @@ class ReviewQueue:
         self._order = "confidence"
         self._correct = None
         self._cache: tuple[object, np.ndarray] | None = None
+        self._keyed: tuple[object, tuple[np.ndarray, np.ndarray]] | None = None
         self.set_order(order, correct)
 
     @property
@@ -53,28 +54,28 @@ class ReviewQueue:
         if order == "ground truth" and self._correct is None:
             raise ValueError("load a ground truth to order by disagreement with it")
         self._order = order
-        self._cache = None
+        self._cache = self._keyed = None
 
     def set_correct(self, correct: np.ndarray | None) -> None:
         """New ground-truth correctness (after an edit); None: no ground truth (the order falls back)."""
         self._correct = None if correct is None else np.asarray(correct)
         if self._correct is None and self._order == "ground truth":
             self._order = "confidence"
-        self._cache = None
+        self._cache = self._keyed = None
 
-    def links(self) -> np.ndarray:
-        """Target rows of every live link, in review order."""
+    def _keys(self) -> tuple[np.ndarray, np.ndarray]:
+        """Target rows of every live link (ascending) and their sort keys (lower first; ties in row order)."""
         key = (self.edits.version, self._order, id(self._correct))
-        if self._cache is not None and self._cache[0] == key:
-            return self._cache[1]
+        if self._keyed is not None and self._keyed[0] == key:
+            return self._keyed[1]
         edits = self.edits
         predecessor = edits.predecessor_rows()
         targets = np.flatnonzero(predecessor >= 0)
         confidence = edits.column("link_confidence")[targets] if "link_confidence" in edits.column_names \
             else np.full(len(targets), np.nan)
         cost = edits.column("link_cost")[targets]
-        # One float key, sorted once (stable: ties in row order): confidence in [0, 1]; links without one after
-        # them, costliest first, in [2, 2.5]; with the ground-truth order, every link it does not call wrong + 10.
+        # One float key: confidence in [0, 1]; links without one after them, costliest first, in [2, 2.5]; with the
+        # ground-truth order, every link it does not call wrong + 10.
         finite_cost = np.where(np.isfinite(cost), cost, 0.0)
         by_cost = 3.0 - finite_cost / (2.0 * float(finite_cost.max(initial=0.0)) + 1e-300) - 0.5
         sort_key = np.where(np.isfinite(confidence), confidence, by_cost)
@@ -84,21 +85,32 @@ class ReviewQueue:
             if len(self._correct) == len(live):
                 by_row[live] = self._correct
             sort_key = sort_key + np.where(by_row[targets] != 0, 10.0, 0.0)  # wrong links (0) first
+        self._keyed = (key, (targets, sort_key))
+        return targets, sort_key
+
+    def links(self) -> np.ndarray:
+        """Target rows of every live link, in review order (sorted once per change of the model)."""
+        key = (self.edits.version, self._order, id(self._correct))
+        if self._cache is not None and self._cache[0] == key:
+            return self._cache[1]
+        targets, sort_key = self._keys()
         ordered = targets[np.argsort(sort_key, kind="stable")]
         self._cache = (key, ordered)
         return ordered
 
+    def _reviewed_of(self, rows: np.ndarray) -> np.ndarray:
+        if "reviewed" not in self.edits.column_names:
+            return np.zeros(len(rows), dtype=bool)
+        return self.edits.column("reviewed")[rows]
+
     def reviewed(self) -> np.ndarray:
         """Whether each link of :meth:`links` is reviewed."""
-        links = self.links()
-        if "reviewed" not in self.edits.column_names:
-            return np.zeros(len(links), dtype=bool)
-        return self.edits.column("reviewed")[links]
+        return self._reviewed_of(self.links())
 
     def progress(self) -> tuple[int, int]:
         """``(reviewed, total)`` links."""
-        reviewed = self.reviewed()
-        return int(np.count_nonzero(reviewed)), len(reviewed)
+        targets, _ = self._keys()
+        return int(np.count_nonzero(self._reviewed_of(targets))), len(targets)
 
     def progress_text(self) -> str:
         done, total = self.progress()
@@ -113,25 +125,46 @@ class ReviewQueue:
 
     def next(self) -> int | None:
         """Move to the next unreviewed link after the current one (from the start when past the end or when the
-        current link is gone); None when every link is reviewed."""
-        links, reviewed = self.links(), self.reviewed()
-        position = self.position()
-        start = 0 if position is None else position + 1
-        after = np.flatnonzero(~reviewed[start:])
-        if len(after):
-            self.current = int(links[start + after[0]])
-        else:
-            before = np.flatnonzero(~reviewed[:start])
-            if not len(before):
-                return None
-            self.current = int(links[before[0]])
-        return self.current
+        current link is gone); None when every link is reviewed.
+
+        One pass over the links (no sort: after an edit, stepping on costs what the edit cost, not a sort)."""
+        targets, sort_key = self._keys()
+        open_ = ~self._reviewed_of(targets)
+        after = self._after_current(targets, sort_key)
+        pick = _first(targets, sort_key, open_ & after if after is not None and (open_ & after).any() else open_)
+        if pick is None:
+            return None
+        self.current = pick
+        return pick
 
     def previous(self) -> int | None:
         """Move to the link before the current one (reviewed or not); None at the start."""
-        links = self.links()
-        position = self.position()
-        if position is None or position == 0:
+        targets, sort_key = self._keys()
+        after = self._after_current(targets, sort_key)
+        if after is None:
             return None
-        self.current = int(links[position - 1])
+        before = ~after & (targets != self.current)
+        if not before.any():
+            return None
+        order = np.lexsort((targets[before], sort_key[before]))
+        self.current = int(targets[before][order[-1]])
         return self.current
+
+    def _after_current(self, targets: np.ndarray, sort_key: np.ndarray) -> np.ndarray | None:
+        """Which links come after the current one in review order (None: no current link, or it is gone)."""
+        if self.current is None:
+            return None
+        at = np.searchsorted(targets, self.current)
+        if at == len(targets) or targets[at] != self.current:
+            return None
+        key = sort_key[at]
+        return (sort_key > key) | ((sort_key == key) & (targets > self.current))
+
+
+def _first(targets: np.ndarray, sort_key: np.ndarray, among: np.ndarray) -> int | None:
+    """The first link in review order among the mask ``among`` (None: none)."""
+    if not among.any():
+        return None
+    keys = sort_key[among]
+    lowest = keys == keys.min()
+    return int(targets[among][lowest].min())

@@ -13,6 +13,7 @@ from tracker.params import DetectionParams, LinkingParams
 from tracker.progress import Stage
 
 from ._axis_boxes import AxisBoxes
+from ._fold import make_foldable
 from ._layer_choice import LayerChoice
 from ._layers import KIND_KEY
 from ._parameter_form import UNBOUNDED, ParameterForm
@@ -50,6 +51,7 @@ class TrackPanel(QGroupBox):
 
     def __init__(self, viewer, parent=None):
         super().__init__("Track", parent)
+        make_foldable(self)
         from tracker.backend import gpu_available
         from tracker.lap import available_solvers
 

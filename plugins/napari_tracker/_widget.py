@@ -11,12 +11,13 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from qtpy.QtCore import QEvent
-from qtpy.QtWidgets import QLabel, QVBoxLayout, QWidget
+from qtpy.QtCore import QEvent, QSize, Qt
+from qtpy.QtWidgets import QFrame, QLabel, QScrollArea, QVBoxLayout, QWidget
 
 from ._edits import TrackEdits
 from ._analysis_panel import AnalysisPanel
 from ._layers import points_layer_data, tracks_layer_data, tracks_layer_kwargs, was_edited
+from ._corrections import TrackCorrections
 from ._link_review import LinkReview
 from ._queue_panel import QueuePanel
 from ._reader import detections_kwargs
@@ -27,6 +28,27 @@ from ._track_panel import TrackPanel
 
 if TYPE_CHECKING:
     import napari
+
+
+class _Scroll(QScrollArea):
+    """The dock's boxes, scrolled up and down where the screen is shorter than they are; as wide as the boxes
+    need at least (their minimum, not their preferred width: the canvas keeps the room)."""
+
+    def __init__(self, content: QWidget):
+        super().__init__()
+        self.setWidget(content)
+        self.setWidgetResizable(True)
+        self.setFrameShape(QFrame.Shape.NoFrame)
+        self.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+
+    def _width(self) -> int:
+        return self.widget().minimumSizeHint().width() + self.verticalScrollBar().sizeHint().width()
+
+    def minimumSizeHint(self) -> QSize:  # noqa: N802 (Qt API)
+        return QSize(self._width(), super().minimumSizeHint().height())
+
+    def sizeHint(self) -> QSize:  # noqa: N802 (Qt API)
+        return QSize(self._width(), self.widget().sizeHint().height())
 
 
 def linking_text(linking: Any) -> str:
@@ -45,24 +67,29 @@ class TrackerWidget(QWidget):
         super().__init__(parent)
         self.viewer = napari_viewer
         self.review = TrackReview(napari_viewer)
+        self.corrections = TrackCorrections(self.review)
         self.result = None
         self._closed = False
         self._had_parent = parent is not None
         self.track_panel = TrackPanel(napari_viewer)
-        self.review_panel = ReviewPanel(napari_viewer, self.review)
+        self.review_panel = ReviewPanel(napari_viewer, self.review, self.corrections)
         self.links = LinkReview(self.review)
         self.queue_panel = QueuePanel(self.links)
         self.sessions = SessionKeeper(self.review, self.links)
         self.analysis_panel = AnalysisPanel(self.review)
         self.status = QLabel("")
         self.status.setWordWrap(True)
-        layout = QVBoxLayout(self)
+        content = QWidget()
+        layout = QVBoxLayout(content)
         layout.addWidget(self.track_panel)
         layout.addWidget(self.review_panel)
         layout.addWidget(self.queue_panel)
         layout.addWidget(self.analysis_panel)
         layout.addWidget(self.status)
         layout.addStretch(1)
+        outer = QVBoxLayout(self)
+        outer.setContentsMargins(0, 0, 0, 0)
+        outer.addWidget(_Scroll(content))
         self.track_panel.message.connect(self.show_message)
         self.review_panel.message.connect(self.show_message)
         self.queue_panel.message.connect(self.show_message)
@@ -145,6 +172,7 @@ class TrackerWidget(QWidget):
         self.analysis_panel.close_panel()
         self.sessions.close()
         self.links.close()
+        self.corrections.close()
         self.review.close()
 
     def changeEvent(self, event) -> None:  # noqa: N802 (Qt API)

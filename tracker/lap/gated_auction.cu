@@ -28,9 +28,11 @@
 
 #include <cooperative_groups.h>
 
+// The square auction's best-two search (insert_best_two, warp_best_two) and warp_append.
+#include "auction.cuh"
+
 namespace cg = cooperative_groups;
 
-typedef long long i64;
 typedef unsigned long long u64;
 
 #define INF64 0x3fffffffffffffffLL
@@ -115,32 +117,6 @@ __device__ __forceinline__ State carve(i64* ws64, int* ws32, int n, int m) {
 
 // ------------------------------------------------------------------ best two ---
 
-// Insert value v of column j into (b1, j1, b2), smallest first (ties: the lower column).
-__device__ __forceinline__ void ins_min(i64 v, int j, i64& b1, int& j1, i64& b2) {
-    if (v < b1 || (v == b1 && j < j1)) {
-        b2 = b1;
-        b1 = v;
-        j1 = j;
-    } else if (v < b2) {
-        b2 = v;
-    }
-}
-
-__device__ __forceinline__ void warp_min2(i64& b1, int& j1, i64& b2) {
-#pragma unroll
-    for (int off = 16; off > 0; off >>= 1) {
-        const i64 o1 = __shfl_xor_sync(0xffffffffu, b1, off), o2 = __shfl_xor_sync(0xffffffffu, b2, off);
-        const int oj = __shfl_xor_sync(0xffffffffu, j1, off);
-        if (o1 < b1 || (o1 == b1 && oj < j1)) {
-            b2 = min(b1, o2);
-            b1 = o1;
-            j1 = oj;
-        } else {
-            b2 = min(b2, o1);
-        }
-    }
-}
-
 // Best (b1, its column j1; NO_COL = the private option) and second-best value of row i over cost + price;
 // every lane of the warp gets the result.
 __device__ __forceinline__ void row_best(const Prob& p, const i64* price, int i, int lane, i64& b1, int& j1,
@@ -151,10 +127,10 @@ __device__ __forceinline__ void row_best(const Prob& p, const i64* price, int i,
     const i64 end = p.indptr[i + 1];
     for (i64 k = p.indptr[i] + lane; k < end; k += 32) {
         const int j = p.cols[k];
-        ins_min(p.cost[k] + price[j], j, b1, j1, b2);
+        insert_best_two(p.cost[k] + price[j], j, b1, j1, b2);
     }
-    if (lane == 0 && p.priv[i] < INF64) ins_min(p.priv[i], NO_COL, b1, j1, b2);
-    warp_min2(b1, j1, b2);
+    if (lane == 0 && p.priv[i] < INF64) insert_best_two(p.priv[i], NO_COL, b1, j1, b2);
+    warp_best_two(b1, j1, b2);
 }
 
 // Value of row i's assigned option (INF64 when unassigned).
@@ -202,16 +178,6 @@ __device__ __forceinline__ void col_best(const Prob& p, const State& s, int j, i
             b2 = max(b2, o1);
         }
     }
-}
-
-// Append `push` entries of a warp (all 32 lanes call it) to list / count.
-__device__ __forceinline__ void warp_append(bool push, int value, int* list, int* count, int lane) {
-    const unsigned mask = __ballot_sync(0xffffffffu, push);
-    if (mask == 0) return;
-    int base = 0;
-    if (lane == 0) base = atomicAdd(count, __popc(mask));
-    base = __shfl_sync(0xffffffffu, base, 0);
-    if (push) list[base + __popc(mask & ((1u << lane) - 1u))] = value;
 }
 
 // ----------------------------------------------------------------- forward ---

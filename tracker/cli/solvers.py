@@ -7,8 +7,9 @@ import click
 
 @click.command("solvers")
 @click.option("--warm-up", is_flag=True,
-              help="Compile the GPU solvers' kernels now and run each once (the first run on a fresh machine "
-                   "otherwise pays for it); prints the seconds each step took.")
+              help="Load the GPU solvers' kernels and run each once now, so that CuPy compiles the kernels "
+                   "around them (the first run on a fresh machine otherwise pays for it); prints the seconds "
+                   "each step took.")
 def solvers_command(warm_up: bool) -> None:
     """List the assignment solvers and what this machine can run."""
     from ..backend import gpu_available

@@ -1,12 +1,13 @@
-"""Compile the GPU solvers' kernels ahead of their first use (``tracker.lap.warm_up``).
+"""Load the GPU solvers' kernels and compile CuPy's ahead of their first use (``tracker.lap.warm_up``).
 
-A first solve on a machine compiles two kinds of kernels: this package's CUDA modules (``*.cu``, NVRTC
-through CuPy) and CuPy's own kernels behind the array operations around them. Both land in CuPy's
-persistent cache (``CUPY_CACHE_DIR``, by default ``~/.cupy/kernel_cache``), so a process pays for them only
-once per machine and CuPy version. :func:`warm_up` pays that once, on purpose: it compiles every module
-(several at a time: NVRTC runs outside Python's lock) and runs each entry point on a tiny problem.
-``benchmarks/cold_start.py`` measures what it saves (H100, CuPy 14.2: 16 s of module compilation, of
-which ``hungarian_tree.cu`` takes 7 s; 6-12 s of CuPy kernels behind the first gated and dense solves).
+A first solve on a machine needs two kinds of kernels: this package's CUDA modules (``*.cu``), which load
+from the fatbins shipped with it (:mod:`tracker.lap._cuda`; NVRTC only where none fits this GPU), and CuPy's
+own kernels behind the array operations around them, which CuPy compiles with NVRTC at first use and keeps
+in its on-disk cache (``CUPY_CACHE_DIR``, by default ``~/.cupy/kernel_cache``), once per machine and CuPy
+version. :func:`warm_up` pays that once, on purpose (``track solvers --warm-up``, e.g. while building a
+container image): it loads every module and runs each entry point on a tiny problem. Before the fatbins,
+compiling the modules took 16 s on an H100 (``hungarian_tree.cu`` 7 s); CuPy's kernels behind the first
+gated and dense solves took 6-12 s more (``benchmarks/cold_start.py``).
 """
 
 from __future__ import annotations
@@ -26,7 +27,8 @@ MODULES = (("lap/auction.cu", False, "auction_bid_csr"), ("lap/auction_phase.cu"
 
 
 def compile_modules(threads: int = 4) -> dict[str, float]:
-    """Compile every CUDA module of this package (``threads`` at a time); seconds per module."""
+    """Load (or, without a fitting fatbin, compile) every CUDA module of this package, ``threads`` at a time;
+    seconds per module."""
     from ._cuda import load_module
 
     def one(entry):

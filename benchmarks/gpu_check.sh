@@ -47,6 +47,11 @@ echo "== detection per frame, GPU vs CPU (issue 24's speed target)"
 python3 benchmarks/detect_gpu_speed.py --frames 5 --cpu-frames 2 --out "$out_dir/detect_gpu.md" \
     > "$out_dir/detect_gpu.log" 2>&1 || echo "detect_gpu_speed failed (see $out_dir/detect_gpu.log)"
 
+echo "== cold start: the sample's first track run with an empty CuPy cache, then warm"
+bash benchmarks/cold_start_check.sh "$out_dir/cold_start" > "$out_dir/cold_start.log" 2>&1 \
+    || echo "cold_start_check failed (see $out_dir/cold_start.log)"
+grep -E "^== |^wall" "$out_dir/cold_start.log"
+
 echo "== end-to-end pipeline benchmark"
 if [ -n "$quick" ]; then
     pipeline_args=(--frames 20 --shape 32,256,256 --particles 1000 --cpu-frames 3)

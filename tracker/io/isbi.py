@@ -43,10 +43,18 @@ def write_isbi(path: str | os.PathLike, tracks: Mapping[str, Any], overwrite: bo
         µm per voxel: positions are written in voxels (as the challenge's files), not in µm.
     scenario : str
         The ``scenario`` attribute (the challenge's: ``VIRUS``, ``VESICLE``, ``RECEPTOR``, ``MICROTUBULE``).
+
+    Raises
+    ------
+    InputError
+        A required column is missing, a track has two points in one frame, a frame is negative, or ``path``
+        exists.
     """
     table = check_tracks(tracks, what="tracks")
     scale = _scale(voxel_size)
     n = len(table["frame"])
+    if n and table["frame"].min() < 0:  # (the challenge's reader refuses a negative t)
+        raise InputError(f"ISBI 2012 XML needs frames from 0; the tracks have frame {table['frame'].min()}")
     x = (np.asarray(table["x"], dtype=np.float64) / scale["x"]).tolist()  # (Python floats: repr is the shortest
     y = (np.asarray(table["y"], dtype=np.float64) / scale["y"]).tolist()  # text that reads back exactly)
     z = (np.asarray(table["z"], dtype=np.float64) / scale["z"] if "z" in table else np.zeros(n)).tolist()

@@ -507,3 +507,31 @@ def test_solvers_warm_up_without_a_gpu_says_so():
     result = invoke("solvers", "--warm-up")
     assert result.exit_code == 0 and "scipy" in result.output
     assert "warm-up" in result.output
+
+
+def test_program_exit_freezes_the_heap_only_as_the_program(monkeypatch):
+    """`track` run as the program registers gc.freeze for its exit; called in-process (CliRunner) it does not."""
+    import atexit
+    import gc
+
+    registered = []
+    monkeypatch.setattr(atexit, "register", lambda function, *args, **kwargs: registered.append(function))
+    assert CliRunner().invoke(main, ["--version"]).exit_code == 0
+    assert registered == []
+    monkeypatch.setattr(sys, "argv", ["track", "--version"])
+    with pytest.raises(SystemExit) as stop:
+        main()
+    assert stop.value.code == 0 and registered == [gc.freeze]
+
+
+def test_link_options_with_the_default_solver_parse_without_scipy(tmp_path):
+    """The default --solver is not checked against the solver registry while parsing (that imports SciPy), so that
+    `track link` starts reading its table while SciPy is imported; a bad solver name is still a usage error."""
+    code = ("import sys\nfrom tracker.cli import main\n"
+            f"main.commands['link'].make_context('link', [{str(tmp_path / 'd.csv')!r}, '-o', 't.csv'])\n"
+            "print('scipy' in sys.modules)\n")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert result.stdout.strip() == "False", result.stderr
+    bad = CliRunner().invoke(main, ["link", str(tmp_path / "missing.csv"), "-o", str(tmp_path / "t.csv"),
+                                    "--solver", "nonesuch"])
+    assert bad.exit_code == 2 and "'nonesuch' is not one of 'auto', 'scipy'" in bad.output

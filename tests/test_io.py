@@ -252,3 +252,26 @@ def test_every_integer_and_float_width_is_read_as_float64(tmp_path):
         expected = [np.nan, -3.0, 120.0] if name == "c_int8" else [np.nan, 3.0, 250.0]
         assert read[name].dtype == np.float64
         np.testing.assert_array_equal(read[name], expected, err_msg=name)
+
+
+@pytest.mark.parametrize("cores", [1, 2, 3])
+@pytest.mark.parametrize("n", [0, 1, 13, 14, 15, 40])
+def test_csv_written_in_blocks_is_the_file_one_call_writes(tmp_path, monkeypatch, cores, n):
+    """Blocks formatted on several threads, written in order: byte for byte pyarrow's single call (header once,
+    every row once, in order), for every split of rows into blocks (here of 7 rows) and number of cores."""
+    import pyarrow.csv
+
+    from tracker.io import tables
+
+    monkeypatch.setattr(tables, "CSV_BLOCK_ROWS", 7)
+    monkeypatch.setattr("tracker._threads.available_cores", lambda: cores)
+    table = {"track_id": np.arange(n) // 3, "frame": np.arange(n) % 3, "x": np.arange(n) / 7,
+             "visible": np.arange(n) % 2 == 0}
+    io.write_table(tmp_path / "blocks.csv", table)
+    pyarrow.csv.write_csv(tables._to_arrow(table, for_csv=True), str(tmp_path / "one.csv"),
+                          pyarrow.csv.WriteOptions(quoting_header="none"))
+    assert (tmp_path / "blocks.csv").read_bytes() == (tmp_path / "one.csv").read_bytes()
+    back = io.read_table(tmp_path / "blocks.csv")
+    np.testing.assert_array_equal(back["frame"], table["frame"])
+    io.write_table(tmp_path / "quoted.csv", {"a,b": np.arange(n), "x": np.arange(n) / 3})  # (a name needing quotes)
+    assert io.read_table(tmp_path / "quoted.csv")["a,b"].tolist() == list(range(n))

@@ -1,8 +1,8 @@
 """Tracks as ISBI 2012 particle-tracking-challenge XML (read by Icy and the challenge's evaluation program).
 
-``<root><TrackContestISBI2012 snr density scenario generationDateTime>``
-holds one ``<particle>`` per track, each a list of ``<detection t x y z/>`` in
-frame order. The format has no track ids, no units and no other columns: a
+``<root><TrackContestISBI2012 snr density scenario>`` holds one ``<particle>``
+per track, each a list of ``<detection t x y z/>`` in frame order (no date:
+the same tracks make the same file). The format has no track ids, no units and no other columns: a
 track's points are linked in frame order, ids number the particles from 0, and
 2D data have ``z="0"``. The challenge's own files give positions in pixels
 (``x``, ``y`` in pixels, ``z`` in slices): pass ``voxel_size`` to convert;
@@ -12,7 +12,6 @@ without it positions are written and read as they are (µm).
 from __future__ import annotations
 
 import os
-import time
 import xml.etree.ElementTree as ElementTree
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -60,8 +59,7 @@ def write_isbi(path: str | os.PathLike, tracks: Mapping[str, Any], overwrite: bo
     z = (np.asarray(table["z"], dtype=np.float64) / scale["z"] if "z" in table else np.zeros(n)).tolist()
     frames = table["frame"].tolist()
     lines = ['<?xml version="1.0" encoding="UTF-8" standalone="no"?>', "<root>",
-             f'<TrackContestISBI2012 snr="?" density="?" scenario={quoteattr(scenario)} '
-             f'generationDateTime={quoteattr(time.strftime("%a %b %d %H:%M:%S %Z %Y"))}>']
+             f'<TrackContestISBI2012 snr="?" density="?" scenario={quoteattr(scenario)}>']
     track_id = table["track_id"]
     starts = np.flatnonzero(np.r_[True, track_id[1:] != track_id[:-1]]) if n else np.empty(0, dtype=np.int64)
     for first, end in zip(starts, np.r_[starts[1:], n]):

@@ -546,9 +546,10 @@ def test_config_reproduces_a_run_whose_parameters_were_estimated(simulated, tmp_
     first, second = tmp_path / "first", tmp_path / "second"
     first.mkdir(), second.mkdir()
     assert invoke("run", stack, "-o", first / output, "-q", "--device", "cpu").exit_code == 0
-    detection, linking = read_toml(first / "t.params.toml")
+    saved = (first / output).with_suffix(".params.toml")
+    detection, linking = read_toml(saved)
     assert detection.spot_radius_um is not None and linking.max_displacement_um is not None  # (estimated, saved)
-    assert invoke("run", stack, "-o", second / output, "-q", "--config", first / "t.params.toml").exit_code == 0
+    assert invoke("run", stack, "-o", second / output, "-q", "--config", saved).exit_code == 0
     files = sorted(p.relative_to(first) for p in first.rglob("*") if p.is_file())
     assert files == sorted(p.relative_to(second) for p in second.rglob("*") if p.is_file())
     for name in files:

@@ -401,3 +401,21 @@ def test_convert_command(tmp_path, rng):
     assert result.exit_code == 1 and "already exists" in result.output
     result = runner.invoke(main, ["convert", str(tmp_path / "t.csv"), str(tmp_path / "t.json")])
     assert result.exit_code == 1 and "--format" in result.output
+
+
+def test_rows_in_any_order_are_written_by_track_and_frame(tmp_path, rng):
+    """check_tracks sorts what is not sorted (and leaves sorted tables, the linker's, as they are)."""
+    from tracker.io._graph import check_tracks
+
+    tracks = make_tracks(rng)
+    order = np.lexsort((tracks["frame"], tracks["track_id"]))
+    in_order = {k: np.asarray(v)[order] for k, v in tracks.items()}
+    shuffle = rng.permutation(len(order))
+    shuffled = {k: v[shuffle] for k, v in in_order.items()}
+    for table in (in_order, shuffled):
+        checked = check_tracks(table)
+        for name, column in in_order.items():
+            np.testing.assert_array_equal(checked[name], column)
+    write_tracks(tmp_path / "a.csv", shuffled)
+    write_tracks(tmp_path / "b.csv", in_order)
+    assert (tmp_path / "a.csv").read_bytes() == (tmp_path / "b.csv").read_bytes()

@@ -1,5 +1,6 @@
 """Track formats: CSV, Parquet, GEFF, TrackMate XML and ISBI 2012 XML, in and out (tracker.io)."""
 
+import importlib.util
 import re
 import warnings
 import xml.etree.ElementTree as ElementTree
@@ -12,7 +13,8 @@ from tracker import io
 from tracker.cli import main
 from tracker.io import InputError, read_tracks, write_tracks
 
-geff = pytest.importorskip("geff")
+needs_geff = pytest.mark.skipif(importlib.util.find_spec("geff") is None, reason="needs geff (the [formats] extra, "
+                                "which the [test] extra and so CI install)")
 
 
 def make_tracks(rng, three_d=True, n_tracks=12, n_frames=8):
@@ -48,6 +50,7 @@ def points_and_links(tracks):
     return set(points), links
 
 
+@needs_geff
 @pytest.mark.parametrize("three_d", [True, False])
 def test_round_trip_csv_geff_trackmate_isbi_csv_keeps_every_point_and_link(tmp_path, rng, three_d):
     tracks = make_tracks(rng, three_d)
@@ -62,7 +65,7 @@ def test_round_trip_csv_geff_trackmate_isbi_csv_keeps_every_point_and_link(tmp_p
 
 
 @pytest.mark.parametrize("name, kept", [
-    ("t.csv", None), ("t.parquet", None), ("t.geff", None),
+    ("t.csv", None), ("t.parquet", None), pytest.param("t.geff", None, marks=needs_geff),
     ("t.xml", ("quality", "intensity", "link_cost", "link_confidence")), ("t.isbi.xml", ()),
 ])
 def test_each_format_keeps_its_columns_and_track_ids(tmp_path, rng, name, kept):
@@ -84,9 +87,12 @@ def test_each_format_keeps_its_columns_and_track_ids(tmp_path, rng, name, kept):
         np.testing.assert_array_equal(back["track_id"], expected["track_id"])
 
 
+@needs_geff
 def test_geff_passes_validation_and_carries_units_and_parameters(tmp_path, rng):
     tracks = make_tracks(rng)
     tracks["label"] = np.array([f"p{i}" for i in range(len(tracks["frame"]))], dtype=object)
+    import geff
+
     write_tracks(tmp_path / "t.geff", tracks, parameters={"linking": {"max_displacement_um": 1.5}})
     geff.validate_structure(str(tmp_path / "t.geff"))
     from geff.core_io import read_to_memory
@@ -109,6 +115,7 @@ def test_geff_passes_validation_and_carries_units_and_parameters(tmp_path, rng):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["t.geff"]  # no temporary folders left
 
 
+@needs_geff
 def test_geff_in_other_units_is_read_in_micrometres(tmp_path):
     from geff.core_io import write_arrays
     from geff_spec import Axis, GeffMetadata
@@ -251,6 +258,7 @@ def test_trackmate_structure_check_can_fail(tmp_path, rng):
             check_trackmate_structure(tmp_path / "bad.xml")
 
 
+@needs_geff
 def test_trackmate_xml_reads_in_geffs_independent_trackmate_reader(tmp_path, rng):
     from geff.convert import from_trackmate_xml_to_geff
     from geff.core_io import read_to_memory
@@ -326,6 +334,7 @@ def test_isbi_xml_in_voxels_and_the_challenges_files(tmp_path, rng):
     np.testing.assert_allclose(truth["z"], [0.6, 0.7, 0.2])
 
 
+@needs_geff
 def test_dataframes_in(tmp_path, rng):
     pd = pytest.importorskip("pandas")
     tracks = make_tracks(rng, three_d=False)
@@ -350,7 +359,7 @@ def _trackmate_with_division(path):
     ("missing.csv", "no such file"),
     ("broken.xml", "not a readable XML"),
     ("nocolumn.csv", "missing column"),
-    ("notgeff.geff", "not a readable GEFF"),
+    pytest.param("notgeff.geff", "not a readable GEFF", marks=needs_geff),
 ])
 def test_bad_track_files(tmp_path, case, message):
     path = tmp_path / case
@@ -385,6 +394,7 @@ def test_writing_refuses_bad_tables(tmp_path):
     assert list(tmp_path.iterdir()) == []
 
 
+@needs_geff
 def test_convert_command(tmp_path, rng):
     tracks = make_tracks(rng)
     io.write_table(tmp_path / "t.csv", tracks)

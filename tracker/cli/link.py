@@ -33,8 +33,8 @@ def link_command(detections: Path, output: Path, linking: LinkingParams, overwri
 
     saved = parameters_path(output)
     check_outputs({"DETECTIONS": detections}, {"-o": output, "the parameters file": saved}, overwrite)
-    # The table is parsed (pyarrow, without the GIL) while SciPy and the linker are imported (with it): 0.03 s
-    # of a 10k x 20 table off `track link` (benchmarks/results/cli_link.md). Its errors are raised here as before.
+    # The table is parsed (pyarrow, without the GIL) while SciPy and the linker are imported (with it), on a free
+    # core (a 10k x 20 table: 0.01-0.04 s of reading; benchmarks/results/cli_link.md). Its errors are raised here.
     with ThreadPoolExecutor(1, thread_name_prefix="tracker-read") as reader:
         reading = reader.submit(read_table, detections, required=("frame", "y", "x"))
         from ..linking import link_detections

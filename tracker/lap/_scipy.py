@@ -354,7 +354,7 @@ def _solve_medium_components(group: _Group) -> tuple[np.ndarray, np.ndarray]:
         flat[offset[b] + t * (width[b] + 1) + other[b]] = side.unassigned[private]
 
     # Imported here, not with the module: linking with no component over SMALL_COMPONENT_SIZE (10k particles x
-    # 20 frames in benchmarks/cli_link_bench.py) never calls it, and scipy.optimize takes 0.056 s to import
+    # 20 frames in benchmarks/cli_link_bench.py) never calls it, and scipy.optimize takes 0.04-0.06 s to import
     # beyond what the linker imports anyway (benchmarks/results/cli_link.md).
     from scipy.optimize import linear_sum_assignment as lsa
 

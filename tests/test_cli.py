@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import logging
 import os
@@ -507,3 +508,73 @@ def test_solvers_warm_up_without_a_gpu_says_so():
     result = invoke("solvers", "--warm-up")
     assert result.exit_code == 0 and "scipy" in result.output
     assert "warm-up" in result.output
+
+
+def test_program_exit_freezes_the_heap_only_as_the_program(monkeypatch):
+    """`track` run as the program registers gc.freeze for its exit; called in-process (CliRunner) it does not."""
+    import atexit
+    import gc
+
+    registered = []
+    monkeypatch.setattr(atexit, "register", lambda function, *args, **kwargs: registered.append(function))
+    assert CliRunner().invoke(main, ["--version"]).exit_code == 0
+    assert registered == []
+    monkeypatch.setattr(sys, "argv", ["track", "--version"])
+    with pytest.raises(SystemExit) as stop:
+        main()
+    assert stop.value.code == 0 and registered == [gc.freeze]
+
+
+def test_link_options_with_the_default_solver_parse_without_scipy(tmp_path):
+    """The default --solver is not checked against the solver registry while parsing (that imports SciPy), so that
+    `track link` starts reading its table while SciPy is imported; a bad solver name is still a usage error."""
+    code = ("import sys\nfrom tracker.cli import main\n"
+            f"main.commands['link'].make_context('link', [{str(tmp_path / 'd.csv')!r}, '-o', 't.csv'])\n"
+            "print('scipy' in sys.modules)\n")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert result.stdout.strip() == "False", result.stderr
+    bad = CliRunner().invoke(main, ["link", str(tmp_path / "missing.csv"), "-o", str(tmp_path / "t.csv"),
+                                    "--solver", "nonesuch"])
+    assert bad.exit_code == 2 and "'nonesuch' is not one of 'auto', 'scipy'" in bad.output
+
+
+@pytest.mark.parametrize("output", ["t.csv", pytest.param("t.geff", marks=pytest.mark.skipif(
+    importlib.util.find_spec("geff") is None, reason="needs geff (the [formats] extra)")),
+    "t.xml", "t.isbi.xml"])
+def test_config_reproduces_a_run_whose_parameters_were_estimated(simulated, tmp_path, output):
+    """No options: the spot radius, threshold and gate are estimated from the data and saved as used; the saved
+    file alone reproduces the output byte for byte (CSV, and the GEFF's and TrackMate XML's files)."""
+    stack, _ = simulated
+    first, second = tmp_path / "first", tmp_path / "second"
+    first.mkdir(), second.mkdir()
+    assert invoke("run", stack, "-o", first / output, "-q", "--device", "cpu").exit_code == 0
+    saved = (first / output).with_suffix(".params.toml")
+    detection, linking = read_toml(saved)
+    assert detection.spot_radius_um is not None and linking.max_displacement_um is not None  # (estimated, saved)
+    assert invoke("run", stack, "-o", second / output, "-q", "--config", saved).exit_code == 0
+    files = sorted(p.relative_to(first) for p in first.rglob("*") if p.is_file())
+    assert files == sorted(p.relative_to(second) for p in second.rglob("*") if p.is_file())
+    for name in files:
+        assert (first / name).read_bytes() == (second / name).read_bytes(), name
+
+
+def test_link_config_reproduces_the_estimated_gate(tmp_path, simulated):
+    _, truth_path = simulated
+    truth = io.read_table(truth_path)
+    detections = tmp_path / "det.csv"
+    io.write_table(detections, {k: truth[k] for k in ("frame", "z", "y", "x")})
+    assert invoke("link", detections, "-o", tmp_path / "a.csv", "-q").exit_code == 0
+    assert read_toml(tmp_path / "a.params.toml")[1].max_displacement_um is not None
+    assert invoke("link", detections, "-o", tmp_path / "b.csv", "-q", "--config", tmp_path / "a.params.toml",
+                  ).exit_code == 0
+    assert (tmp_path / "b.csv").read_bytes() == (tmp_path / "a.csv").read_bytes()
+
+
+def test_help_imports_nothing_heavy():
+    """`track --help` (issue 26: well under 0.3 s; 0.05 s measured) imports none of the numeric or I/O libraries."""
+    code = ("import sys\nfrom tracker.cli import main\nsys.argv = ['track', '--help']\n"
+            "try:\n    main()\nexcept SystemExit:\n    pass\n"
+            "print(sorted({m.split('.')[0] for m in sys.modules} & {'numpy', 'scipy', 'pyarrow', 'pandas', "
+            "'tifffile', 'zarr', 'geff', 'dask', 'napari', 'cupy'}), file=sys.stderr)")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert result.stderr.strip() == "[]"

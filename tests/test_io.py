@@ -221,7 +221,8 @@ def test_arrow_columns_by_buffer_keep_nulls_offsets_and_bits(tmp_path):
 
 
 def test_csv_link_does_not_import_pandas(tmp_path):
-    """``track link`` on CSV never imports pandas (0.1-0.3 s of start-up; issue 26's budget)."""
+    """``track link`` on CSV never imports pandas (0.1-0.3 s of start-up; issue 26's budget), nor scipy.optimize
+    where no component needs a dense solve (0.056 s; benchmarks/results/cli_link.md)."""
     import subprocess
     import sys
 
@@ -232,9 +233,9 @@ def test_csv_link_does_not_import_pandas(tmp_path):
             " '--max-displacement', '0.5']\n"
             "try:\n    main()\nexcept SystemExit:\n    pass\n"
             "assert __import__('pathlib').Path(sys.argv[4]).exists()\n"
-            "print('pandas' in sys.modules)")
+            "print('pandas' in sys.modules, 'scipy.optimize' in sys.modules)")
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    assert result.stdout.strip() == "False", result.stderr
+    assert result.stdout.split() == ["False", "False"], result.stderr
 
 
 def test_every_integer_and_float_width_is_read_as_float64(tmp_path):
@@ -252,3 +253,26 @@ def test_every_integer_and_float_width_is_read_as_float64(tmp_path):
         expected = [np.nan, -3.0, 120.0] if name == "c_int8" else [np.nan, 3.0, 250.0]
         assert read[name].dtype == np.float64
         np.testing.assert_array_equal(read[name], expected, err_msg=name)
+
+
+@pytest.mark.parametrize("cores", [1, 2, 3])
+@pytest.mark.parametrize("n", [0, 1, 13, 14, 15, 40])
+def test_csv_written_in_blocks_is_the_file_one_call_writes(tmp_path, monkeypatch, cores, n):
+    """Blocks formatted on several threads, written in order: byte for byte pyarrow's single call (header once,
+    every row once, in order), for every split of rows into blocks (here of 7 rows) and number of cores."""
+    import pyarrow.csv
+
+    from tracker.io import tables
+
+    monkeypatch.setattr(tables, "CSV_BLOCK_ROWS", 7)
+    monkeypatch.setattr("tracker._threads.available_cores", lambda: cores)
+    table = {"track_id": np.arange(n) // 3, "frame": np.arange(n) % 3, "x": np.arange(n) / 7,
+             "visible": np.arange(n) % 2 == 0}
+    io.write_table(tmp_path / "blocks.csv", table)
+    pyarrow.csv.write_csv(tables._to_arrow(table, for_csv=True), str(tmp_path / "one.csv"),
+                          pyarrow.csv.WriteOptions(quoting_header="none"))
+    assert (tmp_path / "blocks.csv").read_bytes() == (tmp_path / "one.csv").read_bytes()
+    back = io.read_table(tmp_path / "blocks.csv")
+    np.testing.assert_array_equal(back["frame"], table["frame"])
+    io.write_table(tmp_path / "quoted.csv", {"a,b": np.arange(n), "x": np.arange(n) / 3})  # (a name needing quotes)
+    assert io.read_table(tmp_path / "quoted.csv")["a,b"].tolist() == list(range(n))

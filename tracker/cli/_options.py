@@ -177,6 +177,14 @@ class LazyChoice(click.Choice):
             self._choices = tuple(self._load())
         return self._choices
 
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        """The value, checked against the choices, except the option's own default (valid by the model's
+        declaration): a run with the default then starts its work (``track link`` reads its table) before
+        SciPy is imported for the solver registry."""
+        if param is not None and value == param.default:
+            return value
+        return super().convert(value, param, ctx)
+
 
 class ModelOption(click.Option):
     """An option built from a :class:`tracker.params.Meta`: its help already states the range."""

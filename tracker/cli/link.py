@@ -23,16 +23,24 @@ from ._options import ProgressBars, echo_summary, model_options, parameters_path
 def link_command(detections: Path, output: Path, linking: LinkingParams, overwrite: bool, output_format: str | None,
                  quiet: bool) -> None:
     """Link a detections table (CSV or Parquet with columns frame, z, y, x in µm; frame, y, x in 2D) into tracks."""
+    from concurrent.futures import ThreadPoolExecutor
+
     import numpy as np
+    import pyarrow.csv  # noqa: F401  (here, not on the reading thread: importing holds the GIL)
 
     from ..io import read_table, write_text, write_tracks
     from ..io._atomic import check_outputs
-    from ..linking import link_detections
-    from ..validation import check_detections, check_gate
 
     saved = parameters_path(output)
     check_outputs({"DETECTIONS": detections}, {"-o": output, "the parameters file": saved}, overwrite)
-    table = check_detections(read_table(detections, required=("frame", "y", "x")), what=str(detections))
+    # The table is parsed (pyarrow, without the GIL) while SciPy and the linker are imported (with it), on a free
+    # core (a 10k x 20 table: 0.01-0.04 s of reading; benchmarks/results/cli_link.md). Its errors are raised here.
+    with ThreadPoolExecutor(1, thread_name_prefix="tracker-read") as reader:
+        reading = reader.submit(read_table, detections, required=("frame", "y", "x"))
+        from ..linking import link_detections
+        from ..validation import check_detections, check_gate
+
+        table = check_detections(reading.result(), what=str(detections))
     if linking.max_displacement_um is not None:
         check_gate(table, linking.max_displacement_um)
     with ProgressBars(enabled=not quiet) as progress:

@@ -49,8 +49,10 @@ def check_tracks(tracks: Mapping[str, np.ndarray], what: str = "tracks") -> Tabl
             raise InputError(f"{what}: column {name!r} has missing or non-finite values")
     track_id = table["track_id"].astype(np.int64)
     frame = table["frame"].astype(np.int64)
-    order = np.lexsort((frame, track_id))
-    table = take_rows({**table, "track_id": track_id, "frame": frame}, order)
+    table = {**table, "track_id": track_id, "frame": frame}
+    later_track = track_id[1:] > track_id[:-1]
+    if not np.all(later_track | ((track_id[1:] == track_id[:-1]) & (frame[1:] >= frame[:-1]))):
+        table = take_rows(table, np.lexsort((frame, track_id)))  # (the linker's tables come sorted: no copy)
     same = (table["track_id"][1:] == table["track_id"][:-1]) & (table["frame"][1:] == table["frame"][:-1])
     if same.any():
         row = int(np.flatnonzero(same)[0])

@@ -1,8 +1,8 @@
 """Tracks as ISBI 2012 particle-tracking-challenge XML (read by Icy and the challenge's evaluation program).
 
-``<root><TrackContestISBI2012 snr density scenario generationDateTime>``
-holds one ``<particle>`` per track, each a list of ``<detection t x y z/>`` in
-frame order. The format has no track ids, no units and no other columns: a
+``<root><TrackContestISBI2012 snr density scenario>`` holds one ``<particle>``
+per track, each a list of ``<detection t x y z/>`` in frame order (no date:
+the same tracks make the same file). The format has no track ids, no units and no other columns: a
 track's points are linked in frame order, ids number the particles from 0, and
 2D data have ``z="0"``. The challenge's own files give positions in pixels
 (``x``, ``y`` in pixels, ``z`` in slices): pass ``voxel_size`` to convert;
@@ -12,7 +12,6 @@ without it positions are written and read as they are (µm).
 from __future__ import annotations
 
 import os
-import time
 import xml.etree.ElementTree as ElementTree
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -43,17 +42,24 @@ def write_isbi(path: str | os.PathLike, tracks: Mapping[str, Any], overwrite: bo
         µm per voxel: positions are written in voxels (as the challenge's files), not in µm.
     scenario : str
         The ``scenario`` attribute (the challenge's: ``VIRUS``, ``VESICLE``, ``RECEPTOR``, ``MICROTUBULE``).
+
+    Raises
+    ------
+    InputError
+        A required column is missing, a track has two points in one frame, a frame is negative, or ``path``
+        exists.
     """
     table = check_tracks(tracks, what="tracks")
     scale = _scale(voxel_size)
     n = len(table["frame"])
+    if n and table["frame"].min() < 0:  # (the challenge's reader refuses a negative t)
+        raise InputError(f"ISBI 2012 XML needs frames from 0; the tracks have frame {table['frame'].min()}")
     x = (np.asarray(table["x"], dtype=np.float64) / scale["x"]).tolist()  # (Python floats: repr is the shortest
     y = (np.asarray(table["y"], dtype=np.float64) / scale["y"]).tolist()  # text that reads back exactly)
     z = (np.asarray(table["z"], dtype=np.float64) / scale["z"] if "z" in table else np.zeros(n)).tolist()
     frames = table["frame"].tolist()
     lines = ['<?xml version="1.0" encoding="UTF-8" standalone="no"?>', "<root>",
-             f'<TrackContestISBI2012 snr="?" density="?" scenario={quoteattr(scenario)} '
-             f'generationDateTime={quoteattr(time.strftime("%a %b %d %H:%M:%S %Z %Y"))}>']
+             f'<TrackContestISBI2012 snr="?" density="?" scenario={quoteattr(scenario)}>']
     track_id = table["track_id"]
     starts = np.flatnonzero(np.r_[True, track_id[1:] != track_id[:-1]]) if n else np.empty(0, dtype=np.int64)
     for first, end in zip(starts, np.r_[starts[1:], n]):

@@ -13,7 +13,12 @@ detector and tracker, empty filter collections) which TrackMate needs to open
 the file. Positions are in µm (``spatialunits="µm"``), time in frames. A track
 of one point has no edges, so it is not a TrackMate track: its spot is kept
 (and reads back as a track of its own). TrackMate's ``int`` ids are 32-bit:
-track ids beyond that are renumbered.
+track ids beyond that are renumbered. Every TrackMate spot has a ``QUALITY``:
+without a ``quality`` column it is -1, what TrackMate gives the spots a user adds
+by hand (``SpotEditTool``), and a file whose qualities are all -1 reads back
+without the column. No ``DisplaySettings`` element is written (its content is
+TrackMate's own JSON): TrackMate then uses the user's default display settings
+and notes the missing element in its log (``TmXmlReader.getDisplaySettings``).
 """
 
 from __future__ import annotations
@@ -42,6 +47,9 @@ _NOT_SPOT_FEATURES = {"track_id", "frame", "x", "y", "z", "quality", "radius", "
 _UNIT_TO_UM = {"µm": 1.0, "um": 1.0, "micron": 1.0, "microns": 1.0, "micrometer": 1.0, "nm": 1e-3,
                "nanometer": 1e-3, "mm": 1e3}
 
+
+NO_QUALITY = -1.0
+"""``QUALITY`` of spots without a detector quality: TrackMate's value for spots added by hand."""
 
 DISPLAY_RADIUS_UM = 0.5
 """The radius TrackMate draws each spot with when the spot size is not known (the detector estimated it per
@@ -85,7 +93,7 @@ def write_trackmate(path: str | os.PathLike, tracks: Mapping[str, Any], overwrit
         "POSITION_Z": table["z"] if is_3d else np.zeros(n), "POSITION_T": table["frame"].astype(np.float64),
         "FRAME": table["frame"], "RADIUS": table["radius"] if "radius" in table else np.full(n, radius),
         "VISIBILITY": np.ones(n, dtype=np.int64),
-        **({"QUALITY": table["quality"]} if "quality" in table else {}),
+        "QUALITY": table["quality"] if "quality" in table else np.full(n, NO_QUALITY),
         **{feature: table[column] for feature, column in features.items()},
     }
     text = {name: _numbers(values) for name, values in columns.items()}
@@ -245,7 +253,8 @@ def read_trackmate(path: str | os.PathLike, voxel_size: Sequence[float] | None =
     """Read the spots and links of a TrackMate XML file as a tracks table (positions in µm).
 
     Spot features become columns in lower case (``POSITION_X`` → ``x``, ``QUALITY`` → ``quality``,
-    ``MEAN_INTENSITY_CH1`` → ``mean_intensity_ch1``; ``POSITION_T``, ``VISIBILITY`` and ids are dropped);
+    ``MEAN_INTENSITY_CH1`` → ``mean_intensity_ch1``; ``POSITION_T``, ``VISIBILITY``, ids and a ``QUALITY``
+    of -1 everywhere, :data:`NO_QUALITY`, are dropped);
     an edge's ``LINK_COST`` and ``LINK_CONFIDENCE`` go to its later spot. A file whose image has one
     slice and whose spots all lie at z = 0 is 2D (no ``z`` column). All spots are read, tracks that
     TrackMate filtered out included.
@@ -278,6 +287,8 @@ def read_trackmate(path: str | os.PathLike, voxel_size: Sequence[float] | None =
         name = {"POSITION_X": "x", "POSITION_Y": "y", "POSITION_Z": "z", "FRAME": "frame"}.get(
             feature, feature.lower().removeprefix("tracker_"))
         columns[name] = values * scale[name] if name in scale else values
+    if "quality" in columns and np.all(columns["quality"] == NO_QUALITY):  # (no detector quality: see above)
+        del columns["quality"]
     if "frame" not in columns or "x" not in columns or "y" not in columns:
         raise InputError(f"{path}: the spots lack FRAME or POSITION_X/POSITION_Y")
     columns["frame"] = columns["frame"].astype(np.int64)

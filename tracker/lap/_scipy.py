@@ -10,7 +10,6 @@ import functools
 import itertools
 
 import numpy as np
-import scipy.optimize
 import scipy.sparse as sp
 from scipy.sparse.csgraph import connected_components, min_weight_full_bipartite_matching
 
@@ -27,9 +26,11 @@ some 2^15 entries (``r x (c + r)``)."""
 
 def solve_dense(cost: np.ndarray) -> np.ndarray:
     """Column of each row for a rectangular ``(n, m)``, ``n <= m`` cost; -1s if infeasible."""
+    from scipy.optimize import linear_sum_assignment  # (here: see _solve_medium_components)
+
     n = cost.shape[0]
     try:
-        rows, cols = scipy.optimize.linear_sum_assignment(cost)
+        rows, cols = linear_sum_assignment(cost)
     except ValueError:  # "cost matrix is infeasible"
         return np.full(n, -1, dtype=np.int64)
     col_of_row = np.full(n, -1, dtype=np.int64)
@@ -352,7 +353,11 @@ def _solve_medium_components(group: _Group) -> tuple[np.ndarray, np.ndarray]:
         b, t = side.block[private], side.rank[private]
         flat[offset[b] + t * (width[b] + 1) + other[b]] = side.unassigned[private]
 
-    lsa = scipy.optimize.linear_sum_assignment
+    # Imported here, not with the module: linking with no component over SMALL_COMPONENT_SIZE (10k particles x
+    # 20 frames in benchmarks/cli_link_bench.py) never calls it, and scipy.optimize takes 0.04-0.06 s to import
+    # beyond what the linker imports anyway (benchmarks/results/cli_link.md).
+    from scipy.optimize import linear_sum_assignment as lsa
+
     chosen = np.concatenate([  # column of each line, within its block
         lsa(flat[start:stop].reshape(r, w))[1]
         for start, stop, r, w in zip(offset[:-1].tolist(), offset[1:].tolist(), lines.tolist(), width.tolist())])

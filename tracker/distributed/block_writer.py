@@ -1,11 +1,11 @@
-"""Tables written block by block into one CSV or Parquet file, atomically: how ``track run --link-blocks`` writes
-its tracks (and ``--detections``), which reach the client one time block at a time
+"""How ``track run --link-blocks`` writes its tracks (and ``--detections``): block by block into one CSV or
+Parquet file each, atomically, as they reach the client one time block at a time
 (:func:`tracker.distributed.time_blocks.stream_time_blocks`), so that the client never holds them all.
 
-:mod:`tracker.io` is imported when a file is written (the core, this package included, does not import it
-otherwise). The file is the one :func:`tracker.io.write_table` writes (the same columns, the same CSV text of each row), but
-its rows come in time order, block after block, rather than sorted by track: the readers sort them
-(:func:`tracker.io.read_tracks`).
+:mod:`tracker.io` (:mod:`tracker.io.table_blocks`) is imported when a file is written (the core, this package
+included, does not import it otherwise). The file is the one :func:`tracker.io.write_table` writes (the same
+columns, the same CSV text of each row), but its rows come in time order, block after block, rather than sorted
+by track: the readers sort them (:func:`tracker.io.read_tracks`).
 """
 
 from __future__ import annotations
@@ -13,13 +13,15 @@ from __future__ import annotations
 import contextlib
 import os
 from collections.abc import Iterator
-from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from ..params import ClusterParams
 from ..tables import Table
+
+if TYPE_CHECKING:
+    from ..io.table_blocks import TableBlockWriter
 
 LINK_COLUMNS = ("track_id", "link_cost", "link_confidence")
 """The columns linking adds to the detections (a block's tracks less these are its detections)."""
@@ -37,53 +39,6 @@ def streams_tracks(cluster: ClusterParams, output: str | os.PathLike, output_for
     return kind in ("csv", "parquet") and (kind == "parquet") == is_parquet(output)
 
 
-class BlockWriter:
-    """One table written block by block to a temporary file beside ``path``, renamed onto it by :meth:`commit`.
-
-    Parameters
-    ----------
-    path : path
-        ``.parquet`` or ``.pq``: Parquet; otherwise CSV (as :func:`tracker.io.write_table`).
-    tmp : path
-        The temporary file (from :func:`tracker.io._atomic.atomic_path`).
-    """
-
-    def __init__(self, path: str | os.PathLike, tmp: Path):
-        from ..io.tables import is_parquet
-
-        self.parquet = is_parquet(path)
-        self.tmp = tmp
-        self.rows = 0
-        self._writer: Any = None
-        self._schema: Any = None
-
-    def write(self, table: Table) -> None:
-        """Append ``table``'s rows (the first table sets the columns; every other must have the same)."""
-        from ..io.tables import _to_arrow  # (the CSV text of each row as tracker.io.write_table writes it)
-
-        arrow = _to_arrow(table, for_csv=not self.parquet)
-        if self._writer is None:
-            if self.parquet:
-                import pyarrow.parquet
-
-                self._writer = pyarrow.parquet.ParquetWriter(str(self.tmp), arrow.schema)
-            else:
-                import pyarrow.csv
-
-                self._writer = pyarrow.csv.CSVWriter(str(self.tmp), arrow.schema,
-                                                     write_options=pyarrow.csv.WriteOptions(quoting_header="none"))
-            self._schema = arrow.schema
-        elif arrow.schema != self._schema:
-            raise ValueError(f"a block's columns differ from the first block's: {arrow.schema.names} against "
-                             f"{self._schema.names}")
-        self._writer.write_table(arrow)
-        self.rows += arrow.num_rows
-
-    def close(self) -> None:
-        if self._writer is not None:
-            self._writer.close()
-
-
 class TrackSink:
     """The sink of ``track run --link-blocks``: each block's tracks to the tracks file (less the ``_vox``
     columns, as ``track run`` writes them) and, if asked, its detections to the detections file.
@@ -96,7 +51,7 @@ class TrackSink:
         Tracks so far (ids are 0, 1, … by first appearance, so one more than the largest id).
     """
 
-    def __init__(self, tracks: BlockWriter, detections: BlockWriter | None):
+    def __init__(self, tracks: TableBlockWriter, detections: TableBlockWriter | None):
         self.tracks, self.detections = tracks, detections
         self.n_points = 0
         self.n_tracks = 0
@@ -121,14 +76,9 @@ def streamed_outputs(output: str | os.PathLike, detections: str | os.PathLike | 
     InputError
         A file exists (without ``overwrite``) or its folder does not.
     """
-    from ..io._atomic import atomic_path
+    from ..io.table_blocks import table_blocks
 
     with contextlib.ExitStack() as files:
-        tracks = BlockWriter(output, files.enter_context(atomic_path(output, overwrite)))
-        found = None if detections is None else BlockWriter(
-            detections, files.enter_context(atomic_path(detections, overwrite)))
-        with contextlib.ExitStack() as writers:  # (closed before the renames, also on an error)
-            writers.callback(tracks.close)
-            if found is not None:
-                writers.callback(found.close)
-            yield TrackSink(tracks, found)
+        tracks = files.enter_context(table_blocks(output, overwrite))
+        found = None if detections is None else files.enter_context(table_blocks(detections, overwrite))
+        yield TrackSink(tracks, found)

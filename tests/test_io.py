@@ -276,3 +276,31 @@ def test_csv_written_in_blocks_is_the_file_one_call_writes(tmp_path, monkeypatch
     np.testing.assert_array_equal(back["frame"], table["frame"])
     io.write_table(tmp_path / "quoted.csv", {"a,b": np.arange(n), "x": np.arange(n) / 3})  # (a name needing quotes)
     assert io.read_table(tmp_path / "quoted.csv")["a,b"].tolist() == list(range(n))
+
+
+@pytest.mark.parametrize("name", ["t.csv", "t.parquet"])
+def test_table_blocks_write_what_write_table_writes(tmp_path, name):
+    from tracker.io import read_table, write_table
+    from tracker.io.table_blocks import table_blocks
+
+    rng = np.random.default_rng(3)
+    table = {"frame": np.repeat(np.arange(4), 5), "x": rng.normal(size=20), "track_id": rng.integers(0, 9, 20)}
+    write_table(tmp_path / ("whole_" + name), table)
+    with table_blocks(tmp_path / name) as writer:
+        for start, stop in [(0, 7), (7, 15), (15, 20)]:
+            writer.write({k: v[start:stop] for k, v in table.items()})
+        assert not (tmp_path / name).exists()  # (renamed whole at the end)
+    assert writer.rows == 20
+    if name.endswith(".csv"):
+        assert (tmp_path / name).read_bytes() == (tmp_path / ("whole_" + name)).read_bytes()
+    whole, blocks = read_table(tmp_path / ("whole_" + name)), read_table(tmp_path / name)
+    assert all(np.array_equal(whole[k], blocks[k]) for k in table)
+
+
+def test_table_blocks_refuse_other_columns_and_leave_nothing(tmp_path):
+    from tracker.io.table_blocks import table_blocks
+
+    with pytest.raises(ValueError, match="columns differ"), table_blocks(tmp_path / "t.csv") as writer:
+        writer.write({"frame": np.arange(2), "x": np.zeros(2)})
+        writer.write({"frame": np.arange(2), "y": np.zeros(2)})
+    assert list(tmp_path.iterdir()) == []

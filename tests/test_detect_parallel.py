@@ -11,7 +11,7 @@ import pytest
 
 from tracker import pipeline
 from tracker.errors import InputError
-from tracker.parallel_frames import frames_in_flight, map_frames_in_order
+from tracker.parallel_frames import frames_in_flight, map_frames_in_order, read_ahead
 from tracker.pipeline import detect_stack, track_stack
 from tracker.simulate import render_stack, simulate_tracks
 from tracker.stack import as_stack
@@ -171,3 +171,54 @@ def test_a_progress_callback_that_raises_stops_the_run(frames):
     with pytest.raises(Cancelled):
         detect_stack(as_stack(frames, VOXEL), 0.5, device="cpu", workers=3, progress=progress)
     assert seen == [1, 2]
+
+
+def test_read_ahead_gives_every_frame_in_order_reading_the_next_one_meanwhile():
+    started: list[int] = []
+    reading = threading.Event()
+
+    def read(t: int) -> int:
+        started.append(t)
+        if t == 1:
+            reading.set()
+        return 10 * t
+
+    frames = read_ahead(read, [0, 1, 2, 3])
+    t, volume = next(frames)
+    assert (t, volume) == (0, 0)
+    assert reading.wait(5)  # (frame 1 is read while the caller works on frame 0)
+    assert list(frames) == [(1, 10), (2, 20), (3, 30)] and started == [0, 1, 2, 3]
+    assert list(read_ahead(read, [])) == []
+
+
+def test_read_ahead_raises_a_read_error_after_the_frames_before_it():
+    def read(t: int) -> int:
+        if t == 2:
+            raise OSError("frame 2 is unreadable")
+        return t
+
+    seen = []
+    with pytest.raises(OSError, match="frame 2"):
+        for t, _ in read_ahead(read, range(4)):
+            seen.append(t)
+    assert seen == [0, 1]
+
+
+def test_read_ahead_leaves_no_read_running_when_closed():
+    finished: list[int] = []
+    started = threading.Event()
+
+    def slow_read(t: int) -> int:
+        if t == 1:
+            started.set()
+        time.sleep(0.2)
+        finished.append(t)
+        return t
+
+    frames = read_ahead(slow_read, range(5))
+    assert next(frames) == (0, 0)
+    assert started.wait(5)  # (frame 1 is being read now)
+    frames.close()
+    assert finished == [0, 1]  # (waited for, not left running)
+    time.sleep(0.3)
+    assert finished == [0, 1]  # (and nothing further started)

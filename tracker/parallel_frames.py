@@ -5,15 +5,16 @@ so the CPU detects several at once on threads (:data:`FRAME_THREADS_SCALE` says 
 frames are read one at a time by the calling thread (a TIFF file handle is not safe to share between threads)
 and their results taken in frame order, so the table, the progress reports and the error raised are those of a
 serial run. At most :func:`frames_in_flight` frames are held at once, so memory grows with the cores only as far
-as :func:`tracker.validation.memory_budget` allows.
+as :func:`tracker.validation.memory_budget` allows. On the GPU, frames are detected one at a time while the next
+one is read (:func:`read_ahead`), by one thread at a time.
 """
 
 from __future__ import annotations
 
 import math
 from collections import deque
-from collections.abc import Callable, Iterable
-from concurrent.futures import Future
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from concurrent.futures import Future, wait
 from typing import Any, TypeVar
 
 from ._threads import available_cores, thread_pool
@@ -94,3 +95,27 @@ def map_frames_in_order(read: Callable[[int], Any], detect: Callable[[Any, int],
 def _finish(pending: deque[tuple[int, Future]], done: Callable[[int, Any], None]) -> None:
     t, future = pending.popleft()
     done(t, future.result())
+
+
+def read_ahead(read: Callable[[int], R], frames: Sequence[int]) -> Iterator[tuple[int, R]]:
+    """``(t, read(t))`` for every ``t`` of ``frames``, in order, frame ``t + 1`` read on a thread while the caller
+    works on ``t``.
+
+    For the GPU, which detects a frame in less time than a compressed Zarr chunk takes to decode (17 against
+    ~150 ms for 64 × 512 × 512, ``benchmarks/results/distributed.md``): the two overlap. At most two frames are
+    held. Reads run one at a time, in order, and none is left running when the iteration ends or is closed
+    (a TIFF file handle is not safe to share: the caller may read the next frames itself). A frame whose read
+    raises raises when it is reached, after the frames before it, as a serial loop would.
+    """
+    if not frames:
+        return
+    pool = thread_pool("read", 1)
+    upcoming: Future | None = pool.submit(read, frames[0])
+    try:
+        for i, t in enumerate(frames):
+            volume = upcoming.result()
+            upcoming = pool.submit(read, frames[i + 1]) if i + 1 < len(frames) else None
+            yield t, volume
+    finally:
+        if upcoming is not None and not upcoming.cancel():
+            wait([upcoming])  # (a read already started: done before the caller reads again)

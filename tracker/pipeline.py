@@ -10,6 +10,7 @@ parameter model (:mod:`tracker.params`): a bad value is a one-line
 
 from __future__ import annotations
 
+import contextlib
 import time
 import warnings
 from collections.abc import Mapping, Sequence
@@ -22,7 +23,7 @@ from .backend import resolve_device
 from .detect import detect_spots
 from .errors import InputError
 from .linking import LinkSummary, link_detections
-from .parallel_frames import frames_in_flight, map_frames_in_order
+from .parallel_frames import frames_in_flight, map_frames_in_order, read_ahead
 from .params import DETECTION_DEFAULTS, LINKING_DEFAULTS, DetectionParams, LinkingParams
 from .progress import ProgressCallback, Stage
 from .spot_scale import SpotScale, estimate_spot_radius, frames_to_sample
@@ -163,16 +164,19 @@ def _detect_stack(stack: Stack, detection: DetectionParams, progress: ProgressCa
             progress(Stage.DETECT, t + 1, stack.n_frames)
 
     t = 0
-    while xp is not np and t < stack.n_frames:  # the GPU: one frame at a time
-        try:
-            result = _detect_frame(stack, t, xp, arguments)
-        except Exception as error:
-            if not _gpu_out_of_memory(error):
-                raise
-            xp = _cpu_after_gpu_out_of_memory(xp, device, stack, t)
-            break  # (this frame and the rest on the CPU)
-        done(t, result)
-        t += 1
+    if xp is not np:  # the GPU: one frame at a time, the next one read meanwhile
+        with contextlib.closing(read_ahead(stack.frame, range(stack.n_frames))) as frames:
+            for t, volume in frames:
+                try:
+                    result = _detect_volume(xp.asarray(volume), t, stack.voxel_size, arguments)
+                except Exception as error:
+                    if not _gpu_out_of_memory(error):
+                        raise
+                    xp = _cpu_after_gpu_out_of_memory(xp, device, stack, t)
+                    break  # (this frame and the rest on the CPU)
+                done(t, result)
+            else:
+                t = stack.n_frames
     if t < stack.n_frames:  # the CPU: several frames at once
         in_flight = frames_in_flight(stack.shape[1:], stack.n_frames - t, workers)
         map_frames_in_order(lambda t: np.asarray(stack.frame(t)),

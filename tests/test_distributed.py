@@ -141,6 +141,28 @@ def test_a_worker_that_dies_is_replaced_and_no_frame_is_lost_or_doubled(stack_pa
     client.wait_for_workers(2, timeout=30)  # (the nanny restarts it for the next tests)
 
 
+def test_runs_of_frames_per_task_give_the_single_process_detections(stack_path, client, single, tmp_path):
+    """GPU workers detect runs of frames per task (each next frame read during a detection): the same tables,
+    gathered or kept on the workers, also when a worker dies in a run (12 frames in runs of 5: 5, 5, 2)."""
+    from tracker.distributed import detect_frames_on_cluster, detect_on_cluster
+    from tracker.tables import concat_tables
+
+    detection = DetectionParams(device="cpu", spot_radius_um=single.spot_scale.radius_um)
+    gathered, _ = detect_on_cluster(client, FrameSource.of(stack_path, VOXEL), detection, frames_per_task=5)
+    assert_same_tables(gathered, single.detections)
+    kept, _ = detect_frames_on_cluster(client, FrameSource.of(stack_path, VOXEL), detection, frames_per_task=5)
+    assert len(kept.futures) == 12 and kept.counts.sum() == len(single.detections["frame"])
+    assert_same_tables(concat_tables(client.gather(kept.futures)), single.detections)
+    marker = tmp_path / "died"
+    dying, _ = detect_on_cluster(client, DyingSource(str(stack_path), VOXEL, marker=str(marker)), detection,
+                                 frames_per_task=5)
+    assert marker.exists()
+    assert_same_tables(dying, single.detections)
+    client.wait_for_workers(2, timeout=30)
+    with pytest.raises(ValueError, match="frames_per_task must be at least 1"):
+        detect_on_cluster(client, FrameSource.of(stack_path, VOXEL), detection, frames_per_task=0)
+
+
 def test_command_line_workers_write_the_single_process_files(stack_path, tmp_path):
     runner = CliRunner()
     options = ["--voxel-size", "0.5,0.2,0.2", "--device", "cpu", "-q"]

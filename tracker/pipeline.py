@@ -197,11 +197,6 @@ def check_frames_detected(tables: Sequence[Table], n_constant: int) -> Table:
     return concat_tables(tables) if tables else empty_detections()
 
 
-def _detect_frame(stack: Stack, t: int, xp: Any, arguments: Mapping[str, Any]) -> tuple[Table, bool]:
-    """The detections of frame ``t`` (on ``xp``'s device), and whether the frame is constant."""
-    return _detect_volume(xp.asarray(stack.frame(t)), t, stack.voxel_size, arguments)
-
-
 def _detect_volume(volume: Any, t: int, voxel_size: Sequence[float],
                    arguments: Mapping[str, Any]) -> tuple[Table, bool]:
     """The detections of ``volume``, frame ``t`` (on its array's device), and whether it is constant."""

@@ -1,4 +1,5 @@
-"""Detection mapped over the frames of a stack on a Dask cluster: one pure task per frame.
+"""Detection mapped over the frames of a stack on a Dask cluster: one pure task per frame (on GPUs, per run of
+:data:`GPU_FRAMES_PER_TASK` frames).
 
 The spot size, when not given, is estimated once, on a worker, from the same few frames as in a single-process
 run (:func:`tracker.pipeline.estimate_stack_spot_scale`), and every frame's task gets that one radius, so the
@@ -11,6 +12,7 @@ through the usual callback.
 
 from __future__ import annotations
 
+import contextlib
 import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -19,9 +21,10 @@ from typing import Any
 import numpy as np
 
 from ..backend import resolve_device
+from ..parallel_frames import read_ahead
 from ..params import DetectionParams
 from ..pipeline import (
-    _cpu_after_gpu_out_of_memory, _detect_frame, _gpu_out_of_memory, check_frames_detected,
+    _cpu_after_gpu_out_of_memory, _detect_volume, _gpu_out_of_memory, check_frames_detected,
     estimate_stack_spot_scale,
 )
 from ..progress import ProgressCallback, Stage
@@ -31,6 +34,15 @@ from ..validation import InputWarning, check_detection_scale, check_detections
 from .frame_source import FrameSource
 
 _on_cpu_after_out_of_memory: set[str] = set()  # devices this worker process has given up the GPU for
+
+GPU_FRAMES_PER_TASK = 8
+"""Frames a GPU worker's task detects, reading each next frame while detecting one
+(:func:`tracker.parallel_frames.read_ahead`, as a single-process GPU run does): a GPU detects a 64 × 512 × 512
+frame in less time than its compressed Zarr chunk takes to decode (17 against ~150 ms), and one frame per task
+cannot overlap the two (its worker runs one task at a time: a second thread would share the worker's open TIFF
+handle). Eight frames make one task's start and end, where nothing overlaps, an eighth of its time, and keep
+the work of a task lost with its worker small. CPU workers take one frame per task (detection, not reading,
+bounds them, and single frames spread evenly over many workers)."""
 
 
 @dataclass
@@ -51,7 +63,8 @@ class FrameTables:
 
 
 def detect_on_cluster(client: Any, source: FrameSource, detection: DetectionParams,
-                      progress: ProgressCallback | None = None) -> tuple[Table, SpotScale | None]:
+                      progress: ProgressCallback | None = None,
+                      frames_per_task: int = 1) -> tuple[Table, SpotScale | None]:
     """Detect spots in every frame of ``source`` on the workers of ``client``, and gather the detections.
 
     Parameters
@@ -63,6 +76,9 @@ def detect_on_cluster(client: Any, source: FrameSource, detection: DetectionPara
         As for :func:`tracker.pipeline.detect_stack`.
     progress : callable, optional
         ``progress(Stage.DETECT, done, total)`` as frames complete (in any order).
+    frames_per_task : int
+        Consecutive frames detected by one task, each next one read during the detection of the one before
+        (:data:`GPU_FRAMES_PER_TASK` for GPU workers; 1 for CPU workers).
 
     Returns
     -------
@@ -78,12 +94,14 @@ def detect_on_cluster(client: Any, source: FrameSource, detection: DetectionPara
     RuntimeError
         One line naming the frame whose task failed otherwise, or whose workers kept dying (out of memory).
     """
-    tables, spot_scale, n_constant = _detect_frames(client, source, detection, progress, gather=True)
+    tables, spot_scale, n_constant = _detect_frames(client, source, detection, progress, frames_per_task,
+                                                    gather=True)
     return check_frames_detected(tables, n_constant), spot_scale
 
 
 def detect_frames_on_cluster(client: Any, source: FrameSource, detection: DetectionParams,
-                             progress: ProgressCallback | None = None) -> tuple[FrameTables, SpotScale | None]:
+                             progress: ProgressCallback | None = None,
+                             frames_per_task: int = 1) -> tuple[FrameTables, SpotScale | None]:
     """As :func:`detect_on_cluster`, but the detections stay on the workers, one future per frame (the client
     receives each frame's row count and warnings only): for linking in time blocks on the workers
     (:func:`tracker.distributed.time_blocks.stream_time_blocks`), so that the client never holds them all.
@@ -100,19 +118,22 @@ def detect_frames_on_cluster(client: Any, source: FrameSource, detection: Detect
     InputError, ValueError, RuntimeError
         As :func:`detect_on_cluster`.
     """
-    frames, spot_scale, n_constant = _detect_frames(client, source, detection, progress, gather=False)
+    frames, spot_scale, n_constant = _detect_frames(client, source, detection, progress, frames_per_task,
+                                                    gather=False)
     # The whole-stack checks look at each frame's row count only: one row stands for a frame with spots.
     check_frames_detected([{"frame": np.zeros(min(count, 1))} for count in frames.counts], n_constant)
     return frames, spot_scale
 
 
 def _detect_frames(client: Any, source: FrameSource, detection: DetectionParams, progress: ProgressCallback | None,
-                   gather: bool) -> tuple[Any, SpotScale | None, int]:
+                   frames_per_task: int, gather: bool) -> tuple[Any, SpotScale | None, int]:
     """The frames' tables (gathered: a list) or :class:`FrameTables` (not gathered), the spot scale, and the
     number of constant frames."""
     from distributed import as_completed
     from dask.base import tokenize
 
+    if frames_per_task < 1:
+        raise ValueError(f"frames_per_task must be at least 1, got {frames_per_task}")
     stack = source.open()
     arguments = detection.to_dict()
     spot_scale = None
@@ -125,41 +146,53 @@ def _detect_frames(client: Any, source: FrameSource, detection: DetectionParams,
         arguments["spot_radius_um"] = spot_scale.radius_um
     check_detection_scale(stack.shape[1:], stack.voxel_size, arguments["spot_radius_um"])
     token = tokenize(source, sorted(arguments.items()))
-    frames = [client.submit(detect_task, source, t, arguments, key=f"tracker-detect-{token}-{t}", pure=True)
-              for t in range(stack.n_frames)]
-    # What the client receives of each frame: the whole result, or its row count, constancy and warnings.
-    received = frames if gather else [client.submit(_frame_summary, future, key=f"tracker-detect-summary-{token}-{t}",
-                                                    pure=True) for t, future in enumerate(frames)]
-    pending = dict(zip(received, range(stack.n_frames)))
+    runs = [range(start, min(start + frames_per_task, stack.n_frames))
+            for start in range(0, stack.n_frames, frames_per_task)]
+    tasks = [client.submit(detect_run_task, source, run.start, run.stop, arguments,
+                           key=f"tracker-detect-{token}-{run.start}-{run.stop}", pure=True) for run in runs]
+    # What the client receives of each run: the whole results, or each frame's row count, constancy and warnings.
+    received = tasks if gather else [client.submit(_run_summary, task, key=f"tracker-detect-summary-{token}-{i}",
+                                                   pure=True) for i, task in enumerate(tasks)]
+    pending = dict(zip(received, runs))
     tables: list[Table | None] = [None] * stack.n_frames
     counts = np.zeros(stack.n_frames, dtype=np.int64)
     n_constant = 0
+    n_done = 0
     seen: set[str] = set()
     try:
-        for done, future in enumerate(as_completed(list(pending)), 1):
-            t = pending.pop(future)
-            first, constant, messages = _result(future, f"frame {t}")
-            if gather:
-                tables[t] = first
-            else:
-                counts[t] = first
-            n_constant += constant
-            _warn([m for m in messages if m not in seen])
-            seen.update(messages)
+        for future in as_completed(list(pending)):
+            run = pending.pop(future)
+            what = f"frame {run.start}" if len(run) == 1 else f"frames {run.start}-{run.stop - 1}"
+            for t, (first, constant, messages) in zip(run, _result(future, what)):
+                if gather:
+                    tables[t] = first
+                else:
+                    counts[t] = first
+                n_constant += constant
+                _warn([m for m in messages if m not in seen])
+                seen.update(messages)
+            n_done += len(run)
             if progress is not None:
-                progress(Stage.DETECT, done, stack.n_frames)
+                progress(Stage.DETECT, n_done, stack.n_frames)
     finally:
         if pending:  # (an error: the frames still queued are not needed)
-            client.cancel(list(pending) + ([] if gather else frames))
+            client.cancel(list(pending) + ([] if gather else tasks))
     if gather:
         return tables, spot_scale, n_constant
-    tables_of = [client.submit(_table_of, future, key=f"tracker-detections-{token}-{t}", pure=True)
-                 for t, future in enumerate(frames)]
+    tables_of = [client.submit(_table_of, tasks[t // frames_per_task], t % frames_per_task,
+                               key=f"tracker-detections-{token}-{t}", pure=True) for t in range(stack.n_frames)]
     return FrameTables(tables_of, counts), spot_scale, n_constant
 
 
 def detect_task(source: FrameSource, t: int, arguments: Mapping[str, Any]) -> tuple[Table, bool, list[str]]:
-    """On a worker: frame ``t``'s detections, whether it is constant, and the warnings it raised (as text).
+    """On a worker: frame ``t``'s detections, whether it is constant, and the warnings it raised (as text)."""
+    return detect_run_task(source, t, t + 1, arguments)[0]
+
+
+def detect_run_task(source: FrameSource, start: int, stop: int,
+                    arguments: Mapping[str, Any]) -> list[tuple[Table, bool, list[str]]]:
+    """On a worker: :func:`detect_task`'s result for each frame ``start`` ≤ t < ``stop``, each next frame read
+    while one is detected (:func:`tracker.parallel_frames.read_ahead`).
 
     The GPU, when ``device="auto"`` ran out of memory on this worker, is not tried again here (as in
     :func:`tracker.pipeline.detect_stack`, which goes on on the CPU).
@@ -167,18 +200,22 @@ def detect_task(source: FrameSource, t: int, arguments: Mapping[str, Any]) -> tu
     arguments = dict(arguments)
     device = arguments.pop("device")
     stack = source.open()
-    xp = np if device in _on_cpu_after_out_of_memory else resolve_device(device)
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always", InputWarning)
-        try:
-            table, constant = _detect_frame(stack, t, xp, arguments)
-        except Exception as error:
-            if xp is np or not _gpu_out_of_memory(error):
-                raise
-            xp = _cpu_after_gpu_out_of_memory(xp, device, stack, t)
-            _on_cpu_after_out_of_memory.add(device)
-            table, constant = _detect_frame(stack, t, xp, arguments)
-    return table, constant, [str(w.message) for w in caught if issubclass(w.category, UserWarning)]
+    results = []
+    with contextlib.closing(read_ahead(stack.frame, range(start, stop))) as frames:
+        for t, volume in frames:
+            xp = np if device in _on_cpu_after_out_of_memory else resolve_device(device)
+            with warnings.catch_warnings(record=True) as caught:
+                warnings.simplefilter("always", InputWarning)
+                try:
+                    table, constant = _detect_volume(xp.asarray(volume), t, stack.voxel_size, arguments)
+                except Exception as error:
+                    if xp is np or not _gpu_out_of_memory(error):
+                        raise
+                    _cpu_after_gpu_out_of_memory(xp, device, stack, t)
+                    _on_cpu_after_out_of_memory.add(device)
+                    table, constant = _detect_volume(np.asarray(volume), t, stack.voxel_size, arguments)
+            results.append((table, constant, [str(w.message) for w in caught if issubclass(w.category, UserWarning)]))
+    return results
 
 
 def estimate_task(source: FrameSource, device: str) -> tuple[SpotScale, list[str]]:
@@ -189,22 +226,25 @@ def estimate_task(source: FrameSource, device: str) -> tuple[SpotScale, list[str
     return scale, [str(w.message) for w in caught if issubclass(w.category, UserWarning)]
 
 
-def _frame_summary(result: tuple[Table, bool, list[str]]) -> tuple[int, bool, list[str]]:
-    """On a worker: the row count of a frame's checked table (:func:`_table_of`), its constancy and warnings
-    (what the client needs of it)."""
-    table, constant, messages = result
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always", InputWarning)
-        n_rows = len(check_detections(table)["frame"])
-    return n_rows, constant, messages + [str(w.message) for w in caught if issubclass(w.category, UserWarning)]
+def _run_summary(results: list[tuple[Table, bool, list[str]]]) -> list[tuple[int, bool, list[str]]]:
+    """On a worker: for each frame of a run, the row count of its checked table (:func:`_table_of`), its
+    constancy and warnings (what the client needs of it)."""
+    summary = []
+    for table, constant, messages in results:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always", InputWarning)
+            n_rows = len(check_detections(table)["frame"])
+        summary.append((n_rows, constant, messages + [str(w.message) for w in caught
+                                                      if issubclass(w.category, UserWarning)]))
+    return summary
 
 
-def _table_of(result: tuple[Table, bool, list[str]]) -> Table:
-    """On a worker: a frame's table, checked as the linker checks the whole table (duplicated rows, which lie in
-    one frame, dropped: the rows are then numbered as in the whole checked table)."""
+def _table_of(results: list[tuple[Table, bool, list[str]]], i: int) -> Table:
+    """On a worker: frame ``i`` of a run, its table checked as the linker checks the whole table (duplicated
+    rows, which lie in one frame, dropped: the rows are then numbered as in the whole checked table)."""
     with warnings.catch_warnings():
-        warnings.simplefilter("ignore", InputWarning)  # (the client has it from _frame_summary)
-        return check_detections(result[0])
+        warnings.simplefilter("ignore", InputWarning)  # (the client has it from _run_summary)
+        return check_detections(results[i][0])
 
 
 def _result(future: Any, what: str) -> Any:

@@ -22,7 +22,7 @@ from ..pipeline import TrackingResult
 from ..progress import ProgressCallback
 from ..tables import Table, concat_tables
 from .cluster import dask_client
-from .detection import detect_frames_on_cluster, detect_on_cluster
+from .detection import GPU_FRAMES_PER_TASK, detect_frames_on_cluster, detect_on_cluster
 from .frame_source import FrameSource
 from .time_blocks import assemble_tracks, stream_time_blocks
 
@@ -87,19 +87,21 @@ def track_on_cluster(
                          "(--link-blocks)")
     source = FrameSource.of(path, voxel_size_um, axes)
     stack = source.open()  # (on the client: a bad file is one line before any cluster starts)
+    frames_per_task = GPU_FRAMES_PER_TASK if cluster.gpus or detection.device == "gpu" else 1
     with contextlib.ExitStack() as context:
         if client is None:
             client = context.enter_context(dask_client(cluster))
         timings = {}
         start = time.perf_counter()
         if cluster.link_block_frames is None:
-            detections, spot_scale = detect_on_cluster(client, source, detection, progress)
+            detections, spot_scale = detect_on_cluster(client, source, detection, progress, frames_per_task)
             timings["detect"] = time.perf_counter() - start
             start = time.perf_counter()
             tracks, summary = link_detections(detections, progress=progress, return_summary=True,
                                               **linking.to_dict())
         else:  # (the detections stay on the workers; the blocks' tracks reach the client one block at a time)
-            frames, spot_scale = detect_frames_on_cluster(client, source, detection, progress)
+            frames, spot_scale = detect_frames_on_cluster(client, source, detection, progress,
+                                                                frames_per_task)
             timings["detect"] = time.perf_counter() - start
             start = time.perf_counter()
             chunks: list[Table] = []

@@ -81,6 +81,7 @@ def test_bad_voxel_size(frames, voxel_size):
         as_stack(frames[0], voxel_size)
 
 
-def test_not_4d():
-    with pytest.raises(InputError, match=r"\(T, Z, Y, X\)"):
-        as_stack(np.zeros((3, 4, 5)))
+def test_neither_4d_nor_3d():
+    for shape in [(4, 5), (2, 3, 4, 5, 6)]:
+        with pytest.raises(InputError, match=r"\(T, Z, Y, X\) array \(or \(T, Y, X\)"):
+            as_stack(np.zeros(shape), (1.0, 1.0, 1.0))

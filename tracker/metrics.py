@@ -66,10 +66,7 @@ def match_points(
     _check_match_distance(match_distance_um)
     point_frames = np.asarray(points["frame"])
     truth_frames = np.asarray(ground_truth["frame"])
-    point_xyz, truth_xyz = positions_um(points), positions_um(ground_truth)
-    if point_xyz.shape[1] != truth_xyz.shape[1]:
-        raise ValueError(f"the points have {point_xyz.shape[1]} spatial axes but the ground truth "
-                         f"{truth_xyz.shape[1]}: compare 2D with 2D, 3D with 3D")
+    point_xyz, truth_xyz = _comparable_positions(points, ground_truth)
     out_p, out_t = [], []
     for frame in np.intersect1d(point_frames, truth_frames):
         p_index = np.flatnonzero(point_frames == frame)
@@ -90,6 +87,26 @@ def match_points(
     truth_rows = np.concatenate(out_t) if out_t else np.empty(0, dtype=np.int64)
     distance = np.linalg.norm(point_xyz[point_rows] - truth_xyz[truth_rows], axis=1)
     return point_rows.astype(np.int64), truth_rows.astype(np.int64), distance
+
+
+def _comparable_positions(points: Mapping[str, np.ndarray],
+                          ground_truth: Mapping[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+    """Both tables' positions (µm) on the same axes: ``z, y, x``, or ``y, x`` where one table is 2D and the
+    other's ``z`` is one value (the single plane of a 2D time series, which ``track run`` reports with z).
+
+    Raises
+    ------
+    ValueError
+        One table is 2D and the other has points in several planes.
+    """
+    point_xyz, truth_xyz = positions_um(points), positions_um(ground_truth)
+    if point_xyz.shape[1] == truth_xyz.shape[1]:
+        return point_xyz, truth_xyz
+    flat = [xyz for xyz in (point_xyz, truth_xyz) if xyz.shape[1] == 3 and len(np.unique(xyz[:, 0])) <= 1]
+    if not flat:
+        raise ValueError(f"the points have {point_xyz.shape[1]} spatial axes but the ground truth "
+                         f"{truth_xyz.shape[1]}: compare 2D with 2D, 3D with 3D")
+    return point_xyz[:, -2:], truth_xyz[:, -2:]
 
 
 def _links(table: Mapping[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
@@ -245,7 +262,7 @@ def isbi_measures(
 
     # Every (truth point, tracked point) pair within ε in the same frame.
     t_frames, p_frames = np.asarray(truth["frame"]), np.asarray(tracks["frame"])
-    t_xyz, p_xyz = positions_um(truth), positions_um(tracks)
+    p_xyz, t_xyz = _comparable_positions(tracks, truth)
     pair_t, pair_p, pair_d = [], [], []
     for frame in np.intersect1d(t_frames, p_frames):
         ti, pi = np.flatnonzero(t_frames == frame), np.flatnonzero(p_frames == frame)

@@ -20,6 +20,11 @@ import numpy as np
 from .errors import InputError
 from .validation import InputWarning
 
+PLANE_DEPTH_UM = 1.0
+"""The z voxel size of a 2D time series (one plane per frame) whose voxel size is given as ``(y, x)``: a single
+plane's depth enters no computation (detection and linking ignore flat axes); 1 µm, as for files without
+metadata."""
+
 
 class FrameArray:
     """A read-only ``(T, Z, Y, X)`` array-like that reads a frame each time it is indexed.
@@ -96,7 +101,8 @@ class Stack:
 
     def __post_init__(self) -> None:
         if len(self.data.shape) != 4:
-            raise InputError(f"expected a (T, Z, Y, X) array, got shape {tuple(self.data.shape)}")
+            raise InputError(f"expected a (T, Z, Y, X) array (or (T, Y, X) for a 2D time series), got shape "
+                             f"{tuple(self.data.shape)}")
         object.__setattr__(self, "voxel_size", check_voxel_size(self.voxel_size))
         object.__setattr__(self, "notes", tuple(self.notes))
 
@@ -129,41 +135,73 @@ class Stack:
 
 
 def as_stack(data: Any, voxel_size: Sequence[float] | None = None) -> Stack:
-    """A :class:`Stack` from a ``(T, Z, Y, X)`` array-like, or a ``Stack`` with another voxel size.
+    """A :class:`Stack` from a ``(T, Z, Y, X)`` or ``(T, Y, X)`` array-like, or a ``Stack`` with another voxel size.
 
     Array-likes with ``shape``, ``dtype`` and indexing (NumPy and CuPy arrays, memory maps,
     :class:`FrameArray`, Dask or Zarr arrays) are kept as they are, so nothing is read here;
-    anything else (nested lists) goes through ``numpy.asarray``.
+    anything else (nested lists) goes through ``numpy.asarray``. A ``(T, Y, X)`` array is a 2D time
+    series: each frame a volume of one plane (Z = 1), as a ``TYX`` TIFF is read.
 
     Parameters
     ----------
-    data : Stack or array-like, shape (T, Z, Y, X)
-    voxel_size : (3,) floats, optional
-        ``z, y, x`` in µm; default: the stack's own, or 1 µm for an array, with an
+    data : Stack or array-like, shape (T, Z, Y, X) or (T, Y, X)
+    voxel_size : (3,) or (2,) floats, optional
+        ``z, y, x`` in µm, or ``y, x`` for a stack of one plane per frame (:data:`PLANE_DEPTH_UM` deep);
+        default: the stack's own, or 1 µm for an array, with an
         :class:`~tracker.validation.InputWarning` (every size in µm depends on it).
 
     Raises
     ------
     InputError
-        If ``data`` is not 4D or the voxel size is not three positive numbers.
+        If ``data`` is neither 4D nor 3D, or the voxel size is not three (or, for one plane, two) positive
+        numbers.
     """
     if isinstance(data, Stack):
-        return data if voxel_size is None else replace(data, voxel_size=check_voxel_size(voxel_size))
+        return data if voxel_size is None else replace(data, voxel_size=check_voxel_size(voxel_size,
+                                                                                          data.shape[1]))
     if not all(hasattr(data, name) for name in ("shape", "dtype", "__getitem__")):
         data = np.asarray(data)
+    if len(data.shape) == 3:
+        data = _one_plane_per_frame(data)
     if voxel_size is None:
         warnings.warn("no voxel size given for an array: assuming 1 µm voxels; give voxel_size_um=(z, y, x) in µm "
                       "(spot radii and displacements are in µm)", InputWarning, stacklevel=3)
         voxel_size = (1.0, 1.0, 1.0)
-    return Stack(data, check_voxel_size(voxel_size))
+    shape = tuple(data.shape)
+    return Stack(data, check_voxel_size(voxel_size, shape[1] if len(shape) == 4 else None))
 
 
-def check_voxel_size(voxel_size: Sequence[float]) -> tuple[float, float, float]:
-    """``(z, y, x)`` as floats; :class:`InputError` unless three positive finite numbers (µm)."""
+def _one_plane_per_frame(data: Any) -> Any:
+    """A ``(T, Y, X)`` array-like as ``(T, 1, Y, X)``: a view of NumPy and CuPy arrays, else a
+    :class:`FrameArray` reading one frame per index (Zarr and Dask arrays take no ``None`` index)."""
+    if isinstance(data, np.ndarray) or hasattr(data, "__cuda_array_interface__"):
+        return data[:, None]
+    return FrameArray((data.shape[0], 1, *data.shape[1:]), data.dtype, lambda t: np.asarray(data[t])[None])
+
+
+def check_voxel_size(voxel_size: Sequence[float], n_planes: int | None = None) -> tuple[float, float, float]:
+    """``(z, y, x)`` as floats (µm).
+
+    Parameters
+    ----------
+    voxel_size : (3,) or (2,) floats
+        ``z, y, x``; or ``y, x`` where the stack has ``n_planes`` = 1 (a 2D time series), given the depth
+        :data:`PLANE_DEPTH_UM`.
+    n_planes : int, optional
+        Planes per frame (Z), where known.
+
+    Raises
+    ------
+    InputError
+        Unless three (or, for one plane, two) positive finite numbers.
+    """
     try:
         values = tuple(float(v) for v in voxel_size)
     except (TypeError, ValueError):
         values = ()
+    if len(values) == 2 and n_planes == 1:
+        values = (PLANE_DEPTH_UM, *values)
     if len(values) != 3 or not all(math.isfinite(v) and v > 0 for v in values):
-        raise InputError(f"voxel size must be three positive numbers z,y,x in µm, got {voxel_size}")
+        either = " (or y,x for a stack of one plane per frame)" if n_planes == 1 else ""
+        raise InputError(f"voxel size must be three positive numbers z,y,x in µm{either}, got {voxel_size}")
     return values  # type: ignore[return-value]

@@ -267,7 +267,7 @@ def check_detection_scale(frame_shape: Sequence[int], voxel_size_um: Sequence[fl
     ----------
     frame_shape : (Z, Y, X) ints
     voxel_size_um : (3,) floats
-    spot_radius_um : float or (3,) floats
+    spot_radius_um : float, (3,) or, for a single-plane frame, (2,) floats
     budget : int, optional
         Bytes the detection of one frame may use (default :func:`memory_budget`).
 
@@ -276,10 +276,15 @@ def check_detection_scale(frame_shape: Sequence[int], voxel_size_um: Sequence[fl
     InputError
         One line naming ``--spot-radius`` and ``--voxel-size``, or the frame's size.
     """
+    from .detect import radius_per_axis  # (scipy.spatial: not for every importer of this module)
+
     shape = [int(n) for n in frame_shape]
     voxel = np.asarray(voxel_size_um, dtype=np.float64)
-    radius = np.broadcast_to(np.asarray(spot_radius_um, dtype=np.float64), (3,))
     radius_flag = meta(DetectionParams, "spot_radius_um").cli
+    try:
+        radius = radius_per_axis(spot_radius_um, shape)  # (y, x) of a single-plane frame included
+    except ValueError as error:
+        raise InputError(f"{radius_flag}: {error}") from None
     in_voxels = radius / voxel
     filtered = [axis for axis in range(3) if shape[axis] > 1]
     for axis in filtered:

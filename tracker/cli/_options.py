@@ -126,13 +126,14 @@ def _quiet_closed_stdout() -> None:
 
 class Triple(click.ParamType):
     """``Z,Y,X``: three positive finite numbers (whole numbers if ``whole``) or, if ``allow_single``, one number for
-    all axes."""
+    all axes, or, if ``allow_pair``, ``Y,X`` (a 2D time series: the reader checks that each frame has one plane)."""
 
     name = "Z,Y,X"
 
-    def __init__(self, allow_single: bool = False, whole: bool = False):
+    def __init__(self, allow_single: bool = False, whole: bool = False, allow_pair: bool = False):
         self.allow_single = allow_single
         self.whole = whole
+        self.allow_pair = allow_pair
 
     def convert(self, value, param, ctx):
         if isinstance(value, tuple):
@@ -142,8 +143,10 @@ class Triple(click.ParamType):
             numbers = tuple((int if self.whole else float)(v) for v in str(value).replace(" ", "").split(","))
         except ValueError:
             self.fail(f"{value!r} is not a comma-separated list of {numbers_text}", param, ctx)
-        if len(numbers) not in ((1, 3) if self.allow_single else (3,)):
-            self.fail(f"expected three {numbers_text} Z,Y,X, got {value!r}", param, ctx)
+        counts = (3,) + ((1,) if self.allow_single else ()) + ((2,) if self.allow_pair else ())
+        if len(numbers) not in counts:
+            pair = " (or Y,X for a 2D time series)" if self.allow_pair else ""
+            self.fail(f"expected three {numbers_text} Z,Y,X{pair}, got {value!r}", param, ctx)
         if not all(math.isfinite(v) and v > 0 for v in numbers):
             self.fail(f"values must be positive, got {value!r}", param, ctx)
         return numbers[0] if len(numbers) == 1 else numbers
@@ -218,8 +221,8 @@ def option_help(info: Meta) -> str:
 def _click_type(name: str, kind: str, info: Meta) -> Any:
     if name in _TYPE_OVERRIDES:
         return _TYPE_OVERRIDES[name]()
-    if info.per_axis:
-        return Triple(allow_single=True)
+    if info.per_axis:  # (one value for every axis, Z,Y,X, or Y,X of a 2D time series)
+        return Triple(allow_single=True, allow_pair=True)
     if info.choices is not None:
         return click.Choice(info.choices)
     bounds = {"min": info.minimum, "max": info.maximum, "min_open": info.minimum_open,

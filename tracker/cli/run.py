@@ -23,7 +23,8 @@ from ._options import (
                    "go beside it (tracks.csv → tracks.params.toml).")
 @click.option("--detections", "detections_path", type=click.Path(dir_okay=False, path_type=Path),
               help="Also write the detections table (CSV) here.")
-@click.option("--voxel-size", type=Triple(), help=f"Voxel size Z,Y,X in {UM} (overrides the file's metadata).")
+@click.option("--voxel-size", type=Triple(allow_pair=True),
+              help=f"Voxel size Z,Y,X in {UM}, or Y,X for a 2D time series (overrides the file's metadata).")
 @click.option("--axes", help="Axes of the TIFF when its metadata is ambiguous, e.g. TZYX, ZYX or TYX.")
 @model_options(DetectionParams, LinkingParams)
 @model_options(ClusterParams, config=False)

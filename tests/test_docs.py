@@ -8,6 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from tracker import io as tracker_io
+
 ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -34,4 +36,12 @@ def test_2d_tutorial_runs(tmp_path, monkeypatch):
     from tracker.metrics import evaluate
 
     assert evaluate(tracks, namespace["truth2d"])["link_f1"] > 0.8
+    # The command line, as the tutorial runs it (no options), against the 2D truth.
+    from click.testing import CliRunner
+
+    from tracker.cli import main
+
+    command = re.search(r"```bash\n(track run [^\n]*)\n", text).group(1).split()[1:]
+    assert CliRunner().invoke(main, command, catch_exceptions=False).exit_code == 0
+    assert evaluate(tracker_io.read_tracks("tracks2d.csv"), namespace["truth2d"])["link_f1"] > 0.8
 

@@ -84,7 +84,7 @@ def read_stack(
     n_z = kept_shape[1]
 
     if voxel_size is not None:
-        voxel = check_voxel_size(voxel_size)
+        voxel = check_voxel_size(voxel_size, n_z)
     elif found_voxel is not None:
         voxel = found_voxel
     else:

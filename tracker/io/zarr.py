@@ -113,7 +113,7 @@ def _ome_image(path: Path, group: Any, multiscale: Mapping[str, Any]) -> tuple[A
 def _voxel_size(path: Path, stack_axes: str, ome_axes: list | None, scale: list | None,
                 given: Sequence[float] | None, notes: list[str]) -> tuple[float, float, float]:
     if given is not None:
-        return check_voxel_size(given)
+        return check_voxel_size(given, 1 if "Z" not in stack_axes else None)
     if scale is None or ome_axes is None:
         notes.append("no voxel size in the Zarr metadata: using 1 µm (set --voxel-size Z,Y,X)")
         return (1.0, 1.0, 1.0)

@@ -218,6 +218,16 @@ def test_rgb_image_is_refused_with_a_message(viewer):
     assert any("RGB" in message for message in notifications())
 
 
+def test_a_layer_of_three_dimensions_is_refused_with_a_message(viewer):
+    """A (T, Y, X) layer (napari's own reader of a 2D series) is not run with a voxel size it has no boxes for:
+    the message names the plugin's reader, which gives it one plane per frame."""
+    widget = add_widget(viewer)
+    viewer.add_image(np.zeros((5, 32, 32), np.uint16), name="movie", scale=(1, 0.1, 0.1))
+    widget.run()
+    assert not widget.running
+    assert "3 dimensions" in widget.status.text() and "(T, 1, Y, X)" in widget.status.text()
+
+
 def test_missing_voxel_size_is_warned_and_typed_in(viewer, qtbot, tmp_path):
     """Issue 29.3: an image without voxel size (napari's own reader, an array, a TIFF without it) is warned
     about; typing the voxel size rescales the image and resets the view."""

@@ -164,6 +164,11 @@ class TrackPanel(QGroupBox):
             self.message.emit(f"'{image.name}' is an RGB image: tracking needs one channel, a (T, Z, Y, X) stack "
                               "(right-click the layer › Split RGB)", "warning")
             return
+        if image.ndim != 4:
+            self.message.emit(f"'{image.name}' has {image.ndim} dimensions: tracking needs a (T, Z, Y, X) layer; "
+                              "open a 2D time series with this plugin's reader, which gives it one plane per frame "
+                              "(T, 1, Y, X) and its pixel size", "warning")
+            return
         try:
             params = self.parameters()
         except ValueError as error:

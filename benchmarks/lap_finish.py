@@ -18,20 +18,11 @@ import sys
 import time
 from pathlib import Path
 
-import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
-from lap_instances import generous_gate_instance  # noqa: E402
-
-
-def _objective(rows, cols, cost, shape, un, chosen_r, chosen_c) -> float:
-    key = rows * shape[1] + cols
-    order = np.argsort(key)
-    index = order[np.searchsorted(key[order], np.asarray(chosen_r) * shape[1] + np.asarray(chosen_c))]
-    links = len(chosen_r)
-    return float(cost[index].sum() + un * (shape[0] - links) + un * (shape[1] - links))
+from lap_instances import gated_objective, generous_gate_instance  # noqa: E402
 
 
 def _parse_setting(text: str) -> dict:
@@ -68,7 +59,7 @@ def main(argv=None) -> int:
         ref = None
         if n <= args.scipy_max_n:
             rr, rc = lap.solve_gated(h_rows, h_cols, h_cost, shape, un, solver="scipy")
-            ref = _objective(h_rows, h_cols, h_cost, shape, un, rr, rc)
+            ref = gated_objective(h_rows, h_cols, h_cost, shape, un, rr, rc)
         first_obj = None
         for k, text in enumerate(args.settings):
             setting = _parse_setting(text)
@@ -93,7 +84,7 @@ def main(argv=None) -> int:
             finally:
                 for key, value in saved.items():
                     setattr(gated_auction, key, value)
-            obj = _objective(h_rows, h_cols, h_cost, shape, un, cupy.asnumpy(out[0]), cupy.asnumpy(out[1]))
+            obj = gated_objective(h_rows, h_cols, h_cost, shape, un, cupy.asnumpy(out[0]), cupy.asnumpy(out[1]))
             first_obj = obj if first_obj is None else first_obj
             target = ref if ref is not None else first_obj
             exact = "yes" if abs(obj - target) <= 1e-9 * max(abs(target), 1.0) else "NO"

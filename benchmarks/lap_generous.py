@@ -33,7 +33,7 @@ import scipy.sparse as sp
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
-from lap_instances import full_matching_instance, generous_gate_instance  # noqa: E402
+from lap_instances import full_matching_instance, gated_objective, generous_gate_instance  # noqa: E402
 
 try:
     import lap as lap_pkg
@@ -44,14 +44,6 @@ except ImportError:
 
 
 # ----------------------------------------------------------------- baselines --
-
-def _gated_objective(rows, cols, cost, shape, un, chosen_r, chosen_c) -> float:
-    key = rows * shape[1] + cols
-    order = np.argsort(key)
-    index = order[np.searchsorted(key[order], np.asarray(chosen_r) * shape[1] + np.asarray(chosen_c))]
-    links = len(chosen_r)
-    return float(cost[index].sum() + un * (shape[0] - links) + un * (shape[1] - links))
-
 
 def _scipy_whole(rows, cols, cost, shape, un):
     from scipy.sparse.csgraph import min_weight_full_bipartite_matching
@@ -64,7 +56,7 @@ def _scipy_whole(rows, cols, cost, shape, un):
     ri, ci = min_weight_full_bipartite_matching(graph)
     elapsed = time.perf_counter() - t0
     linked = ci < shape[1]
-    return elapsed, _gated_objective(rows, cols, cost, shape, un, ri[linked], ci[linked])
+    return elapsed, gated_objective(rows, cols, cost, shape, un, ri[linked], ci[linked])
 
 
 def _scipy_route(rows, cols, cost, shape, un):
@@ -72,7 +64,7 @@ def _scipy_route(rows, cols, cost, shape, un):
 
     t0 = time.perf_counter()
     ri, ci = lap.solve_gated(rows, cols, cost, shape, un, solver="scipy")
-    return time.perf_counter() - t0, _gated_objective(rows, cols, cost, shape, un, ri, ci)
+    return time.perf_counter() - t0, gated_objective(rows, cols, cost, shape, un, ri, ci)
 
 
 def _square_form(rows, cols, cost, n_rows, n_cols, row_un, col_un):
@@ -93,7 +85,7 @@ def _lapmod_gated(rows, cols, cost, shape, un):
     _, x, _ = lap_pkg.lapmod(n, g.data, g.indptr, g.indices, return_cost=True)
     elapsed = time.perf_counter() - t0
     chosen_r = np.flatnonzero(x[:shape[0]] < shape[1])
-    return elapsed, _gated_objective(rows, cols, cost, shape, un, chosen_r, x[chosen_r])
+    return elapsed, gated_objective(rows, cols, cost, shape, un, chosen_r, x[chosen_r])
 
 
 def _scipy_full(rows, cols, cost, shape):
@@ -216,7 +208,7 @@ def generous_table(sizes, steps, limit=20.0, baseline_max_n=100_000, seed=0) -> 
             t, (ri, ci) = _time_gpu(lambda: lap.solve_gated(d_rows, d_cols, d_cost, shape, un, solver="auction"),
                                     3 if n < 1_000_000 else 1)
             stats = dict(auction.LAST_STATS)
-            ours = _gated_objective(rows, cols, cost, shape, un, ri, ci)
+            ours = gated_objective(rows, cols, cost, shape, un, ri, ci)
             lines.append(_result_row(n, step, len(rows) / shape[0], t, ours, baselines.results(), jobs,
                                      ("scipy", "route", "lapmod"), limit, stats))
             print(lines[-1], flush=True)

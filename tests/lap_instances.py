@@ -120,3 +120,17 @@ def full_matching_instance(n: int, step: float, seed: int = 0, backend: str = "c
     points, moved, sigma = _displaced_clouds(n, step, seed, 0.05, 0.0, xp)
     rows, cols, cost = _gate(points, moved, 6.0 * sigma, backend)
     return rows, cols, cost, (n, int(moved.shape[0]))
+
+
+def gated_objective(rows, cols, cost, shape, un, chosen_r, chosen_c) -> float:
+    """The objective of a gated problem's solution: the chosen candidates' costs plus ``un`` for every row and
+    every column left unlinked (a Jaqaman block matrix with one no-link cost).
+
+    ``rows, cols, cost``: the candidates (one entry per (row, col) pair); ``shape``: (rows, cols);
+    ``chosen_r, chosen_c``: the linked pairs, each among the candidates.
+    """
+    key = rows * shape[1] + cols
+    order = np.argsort(key)
+    index = order[np.searchsorted(key[order], np.asarray(chosen_r) * shape[1] + np.asarray(chosen_c))]
+    links = len(chosen_r)
+    return float(cost[index].sum() + un * (shape[0] - links) + un * (shape[1] - links))

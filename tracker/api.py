@@ -74,17 +74,20 @@ def _stack(stack: Any, voxel_size_um: Sequence[float] | None) -> Stack:
 
 
 def read_stack(path: str | os.PathLike, voxel_size_um: Sequence[float] | None = None,
-               axes: str | None = None) -> Stack:
+               axes: str | None = None, channel: int | None = None) -> Stack:
     """Open a time-lapse lazily: TIFF (ImageJ, OME), Zarr or OME-Zarr.
 
     Parameters
     ----------
     path : path
-        A ``.tif`` file or a ``.zarr`` folder.
+        A ``.tif`` file, a ``.zarr`` folder, or a folder of TIFF files, one per time point.
     voxel_size_um : (z, y, x) floats, optional
         Overrides the voxel size in the file's metadata (µm).
     axes : str, optional
-        The file's axes when its metadata is ambiguous (``"TZYX"``, ``"ZYX"``, ``"TYX"``).
+        The file's axes when its metadata is ambiguous or wrong (``"TZYX"``, ``"ZTYX"``, ``"TZCYX"``, ``"ZYX"``,
+        ``"TYX"``; for a folder, one file's: ``"ZYX"``, ``"YX"``).
+    channel : int, optional
+        The channel to track (0-based) in a stack of several.
 
     Returns
     -------
@@ -93,7 +96,7 @@ def read_stack(path: str | os.PathLike, voxel_size_um: Sequence[float] | None = 
     """
     from .io import read_stack as read
 
-    return read(path, voxel_size=voxel_size_um, axes=axes)
+    return read(path, voxel_size=voxel_size_um, axes=axes, channel=channel)
 
 
 def detect_stack(stack: Any, *, voxel_size_um: Sequence[float] | None = None, **options: Any) -> pandas.DataFrame:

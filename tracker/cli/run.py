@@ -25,16 +25,19 @@ from ._options import (
               help="Also write the detections table (CSV) here.")
 @click.option("--voxel-size", type=Triple(allow_pair=True),
               help=f"Voxel size Z,Y,X in {UM}, or Y,X for a 2D time series (overrides the file's metadata).")
-@click.option("--axes", help="Axes of the TIFF when its metadata is ambiguous, e.g. TZYX, ZYX or TYX.")
+@click.option("--axes", help="Axes of the stack when its metadata is ambiguous or wrong, e.g. TZYX, ZTYX, TZCYX, "
+                             "ZYX or TYX (for a folder of TIFFs, one file's: ZYX or YX).")
+@click.option("--channel", type=click.IntRange(min=0), help="The channel to track (0-based) in a stack of several.")
 @model_options(DetectionParams, LinkingParams)
 @model_options(ClusterParams, config=False)
 @click.option("--overwrite", is_flag=True, help="Replace existing output files.")
 @format_option()
 @verbosity_options
 def run_command(stack: Path, output: Path | None, detections_path: Path | None, voxel_size, axes: str | None,
-        detection: DetectionParams, linking: LinkingParams, cluster: ClusterParams, overwrite: bool,
+        channel: int | None, detection: DetectionParams, linking: LinkingParams, cluster: ClusterParams, overwrite: bool,
         output_format: str | None, quiet: bool) -> None:
-    """Detect spots in every frame of STACK (a T,Z,Y,X TIFF) and link them into tracks.
+    """Detect spots in every frame of STACK (a T,Z,Y,X TIFF, a Zarr / OME-Zarr folder, or a folder of TIFFs,
+    one per time point) and link them into tracks.
 
     Writes a CSV with one row per tracked point: track_id, frame, z, y, x (µm),
     intensity, quality, link_cost (µm², squared distance of the point from
@@ -55,7 +58,7 @@ def run_command(stack: Path, output: Path | None, detections_path: Path | None, 
     check_outputs({"STACK": stack}, {"-o": output, "--detections": detections_path, "the parameters file": saved},
                   overwrite)
     started = time.perf_counter()
-    data = read_stack(stack, voxel_size=voxel_size, axes=axes)
+    data = read_stack(stack, voxel_size=voxel_size, axes=axes, channel=channel)
     if not quiet:
         for note in data.notes:
             click.echo(f"note: {note}", err=True)

@@ -170,20 +170,26 @@ def write_tracks(path: str | os.PathLike, tracks: Mapping[str, Any], format: str
 
 
 def read_stack(path: str | os.PathLike, voxel_size: Sequence[float] | None = None,
-               axes: str | None = None) -> Stack:
-    """Open a time-lapse lazily: a TIFF file, or a Zarr / OME-Zarr folder (``.zarr`` or any Zarr group).
+               axes: str | None = None, channel: int | None = None) -> Stack:
+    """Open a time-lapse lazily: a TIFF file, a Zarr / OME-Zarr folder (``.zarr`` or any Zarr group), or a
+    folder of TIFF files, one per time point.
 
-    See :func:`tracker.io.tiff.read_stack` and :func:`tracker.io.zarr.read_zarr`; ``voxel_size``
-    (``z, y, x`` in µm) and ``axes`` override what the file says.
+    See :func:`tracker.io.tiff.read_stack`, :func:`tracker.io.zarr.read_zarr` and
+    :func:`tracker.io.tiff_folder.read_tiff_folder`; ``voxel_size`` (``z, y, x`` in µm) and ``axes`` override
+    what the file says; ``channel`` (0-based) chooses one of several channels.
     """
     path = Path(path)
     if path.suffix.lower() == ".zarr" or (path.is_dir() and _is_zarr(path)):
         from .zarr import read_zarr
 
-        return read_zarr(path, voxel_size=voxel_size, axes=axes)
+        return read_zarr(path, voxel_size=voxel_size, axes=axes, channel=channel)
+    if path.is_dir():
+        from .tiff_folder import read_tiff_folder
+
+        return read_tiff_folder(path, voxel_size=voxel_size, axes=axes, channel=channel)
     from .tiff import read_stack as read_tiff
 
-    return read_tiff(path, voxel_size=voxel_size, axes=axes)
+    return read_tiff(path, voxel_size=voxel_size, axes=axes, channel=channel)
 
 
 def _is_zarr(path: Path) -> bool:

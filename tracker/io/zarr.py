@@ -20,14 +20,14 @@ import numpy as np
 
 from ..errors import InputError
 from ..stack import FrameArray, Stack, check_voxel_size
-from .tiff import _normalise_axes, _short
+from .tiff import _normalise_axes, _short, channel_index
 
 _UNIT_TO_UM = {"micrometer": 1.0, "micron": 1.0, "µm": 1.0, "um": 1.0, "nanometer": 1e-3, "nm": 1e-3,
                "millimeter": 1e3, "mm": 1e3, "centimeter": 1e4, "meter": 1e6, "angstrom": 1e-4}
 
 
 def read_zarr(path: str | os.PathLike, voxel_size: Sequence[float] | None = None,
-              axes: str | None = None) -> Stack:
+              axes: str | None = None, channel: int | None = None) -> Stack:
     """Open a Zarr or OME-Zarr time-lapse as a lazily read ``(T, Z, Y, X)`` :class:`Stack`.
 
     Parameters
@@ -37,12 +37,16 @@ def read_zarr(path: str | os.PathLike, voxel_size: Sequence[float] | None = None
     voxel_size : (z, y, x) floats, optional
         µm; overrides the OME metadata.
     axes : str, optional
-        The array's axes (e.g. ``"TZYX"``, ``"TYX"``, ``"ZYX"``); overrides the OME metadata.
+        The array's axes (e.g. ``"TZYX"``, ``"TCZYX"``, ``"TYX"``, ``"ZYX"``), in any order; overrides the OME
+        metadata.
+    channel : int, optional
+        The channel to track (0-based), when there are several.
 
     Raises
     ------
     InputError
-        Not a Zarr store, a group of several arrays without OME metadata, several channels, axes
+        Not a Zarr store, a group of several arrays without OME metadata, several channels and no (or a
+        wrong) ``channel``, axes
         that cannot be told apart without ``axes``, or a pixel type that is not numeric.
     """
     try:
@@ -80,6 +84,7 @@ def read_zarr(path: str | os.PathLike, voxel_size: Sequence[float] | None = None
     if axes is None and file_axes is None:
         file_axes = {4: "TZYX", 5: "TCZYX"}.get(len(shape), "Q" * len(shape))
     stack_axes = _normalise_axes(path, axes.upper() if axes else file_axes, shape, explicit=axes is not None)
+    index = channel_index(path, dict(zip(stack_axes, shape)).get("C", 1), channel)
     if ome_axes is None and axes is None:
         notes.append(f"no axes in the Zarr metadata: read as {stack_axes}")
     core = stack_axes.replace("C", "")
@@ -88,7 +93,7 @@ def read_zarr(path: str | os.PathLike, voxel_size: Sequence[float] | None = None
     elif "Z" not in core:
         notes.append("2D time series: each frame is a volume of one plane (Z = 1)")
     voxel = _voxel_size(path, stack_axes, ome_axes, scale, voxel_size, notes)
-    return Stack(_frames(array, stack_axes, shape), voxel, path, tuple(notes))
+    return Stack(_frames(array, stack_axes, shape, index), voxel, path, tuple(notes))
 
 
 def _ome_image(path: Path, group: Any, multiscale: Mapping[str, Any]) -> tuple[Any, list, list | None]:
@@ -130,15 +135,16 @@ def _voxel_size(path: Path, stack_axes: str, ome_axes: list | None, scale: list 
     return check_voxel_size((sizes.get("Z", sizes["X"]), sizes["Y"], sizes["X"]))
 
 
-def _frames(array: Any, axes: str, shape: tuple[int, ...]) -> FrameArray:
-    """A :class:`FrameArray` reading frame ``t`` of ``array`` (axes ``axes``) as a ``(Z, Y, X)`` volume."""
+def _frames(array: Any, axes: str, shape: tuple[int, ...], channel: int) -> FrameArray:
+    """A :class:`FrameArray` reading frame ``t`` of ``array`` (axes ``axes``, channel ``channel``) as a
+    ``(Z, Y, X)`` volume."""
     sizes = dict(zip(axes, shape))
     kept = (sizes.get("T", 1), sizes.get("Z", 1), sizes["Y"], sizes["X"])
     spatial = [a for a in axes if a in "ZYX"]
     order = [spatial.index(a) for a in "ZYX" if a in spatial]
 
     def read_frame(t: int) -> np.ndarray:
-        key = tuple(t if a == "T" else 0 if a == "C" else slice(None) for a in axes)
+        key = tuple(t if a == "T" else channel if a == "C" else slice(None) for a in axes)
         volume = np.transpose(np.asarray(array[key]), order)
         return volume.reshape(kept[1:])
 

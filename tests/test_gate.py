@@ -97,16 +97,37 @@ def test_bounds(monkeypatch):
     assert "upper bound" in str(estimate)
 
 
-@pytest.mark.parametrize("rows", [0, 1, 5])
-def test_few_detections_fall_back(rows):
+@pytest.mark.parametrize("rows", [0, 1])
+def test_no_step_falls_back(rows):
     detections = {"frame": np.arange(rows), "y": np.arange(rows) * 0.3, "x": np.zeros(rows)}
     estimate = estimate_gate(detections)
     assert estimate.source == "fallback" and estimate.value_um == FALLBACK_GATE_UM
     assert str(estimate).startswith(f"gate {FALLBACK_GATE_UM:g} µm (fallback: ")
-    assert "too few" in str(estimate) or "no two consecutive frames" in str(estimate)
     tracks, summary = link_detections(detections, return_summary=True)
     assert len(tracks["frame"]) == rows
     assert "(fallback" in str(summary)
+
+
+@pytest.mark.parametrize("step_um", [0.05, 0.3, 4.0])
+def test_a_lone_particle_is_linked_whatever_its_step(step_um):
+    """One particle (no same-frame spacing, a few steps): the gate follows its median step, not a constant in µm."""
+    rng = np.random.default_rng(5)
+    positions = np.cumsum(rng.normal(0, step_um / np.sqrt(3), (12, 3)), axis=0)
+    detections = {"frame": np.arange(12), "z": positions[:, 0], "y": positions[:, 1], "x": positions[:, 2]}
+    estimate = estimate_gate(detections)
+    lengths = np.linalg.norm(np.diff(positions, axis=0), axis=1)
+    assert estimate.source == "fallback" and "median step" in estimate.note
+    assert lengths.max() <= estimate.value_um <= 6 * np.median(lengths)
+    tracks, summary = link_detections(detections, return_summary=True)
+    assert len(np.unique(tracks["track_id"])) == 1 and "(fallback" in str(summary)
+
+
+def test_few_particles_gate_is_bounded_by_their_spacing():
+    """Two particles 1 µm apart, 5 frames: the median-step gate stays under twice their spacing."""
+    frames = np.repeat(np.arange(5), 2)
+    y = np.tile([0.0, 1.0], 5) + np.repeat(np.arange(5), 2) * 0.9  # (steps of 0.9 µm: as far as the neighbour)
+    estimate = estimate_gate({"frame": frames, "y": y, "x": np.zeros(10)})
+    assert estimate.source == "fallback" and estimate.value_um <= 2.0 * 1.0 + 1e-9
 
 
 def test_user_value_wins_and_the_summary_reports_the_estimate():

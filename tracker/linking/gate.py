@@ -24,7 +24,10 @@ frame's":
 The gate is bounded below by :data:`MIN_GATE_NN` same-frame nearest-neighbour distances (and by one voxel, up to
 half the spacing, where the table has voxel columns), above by :data:`MAX_GATE_NN` of them (beyond that linking is
 ambiguous whatever the gate) and by the memory its candidate links need (:func:`tracker.validation.gate_candidates`).
-With too few points (fewer than :data:`MIN_LINKS` links) it falls back to :data:`FALLBACK_GATE_UM`. Everything is
+With too few points for that (fewer than :data:`MIN_LINKS` links: one particle, a few frames) it falls back to the
+median distance from a point to the next frame's nearest one, taken as the median of Gaussian steps (a χ
+distribution in 1-3 dimensions), whose :data:`GATE_QUANTILE` times :data:`GATE_MARGIN` is the gate (within the
+same bounds); to :data:`FALLBACK_GATE_UM` only where no frame has a point followed by one. Everything is
 deterministic: no random numbers, a fixed choice of frame pairs.
 """
 
@@ -58,11 +61,12 @@ MAX_GATE_NN = 2.0
 cannot be told from neighbours (the switching family of :mod:`tracker.scenarios` needs 1.5)."""
 
 MIN_LINKS = 30
-"""Fewest links of the first pass from which the gate is estimated; below it, :data:`FALLBACK_GATE_UM`."""
+"""Fewest links of the first pass from which the gate is estimated; below it, the gate comes from the median
+step (:func:`_few_steps_gate`)."""
 
 FALLBACK_GATE_UM = 1.0
-"""The gate (µm) where the data are too few to estimate one: steps of a few hundred nm per frame, the scale of
-vesicles and receptors imaged every 0.1-1 s (our own sample, ``sample_data/``)."""
+"""The gate (µm) where no frame has a point followed by one in the next frame (no step at all to go by): steps of
+a few hundred nm per frame, the scale of vesicles and receptors imaged every 0.1-1 s (``sample_data/``)."""
 
 MAX_FRAME_PAIRS = 40
 """Frame pairs the estimate looks at (evenly spread over the movie): enough for thousands of steps."""
@@ -96,7 +100,8 @@ class GateEstimate:
     value_um : float
         The gate (µm).
     source : {"given", "estimated", "fallback"}
-        Given by the user, estimated from the detections, or :data:`FALLBACK_GATE_UM` (too few points).
+        Given by the user, estimated from the detections, or, with too few points, from their median step
+        (:data:`FALLBACK_GATE_UM` with none).
     step_um : float or None
         The :data:`GATE_QUANTILE` of the true steps between frames (µm), net of false links, or where true steps
         become rarer than false links if that comes first (with many false detections the tail's estimate is
@@ -159,7 +164,8 @@ def estimate_gate(detections: Mapping[str, np.ndarray], *, solver: str = "scipy"
     Returns
     -------
     GateEstimate
-        ``source="estimated"``, or ``"fallback"`` with :data:`FALLBACK_GATE_UM` where the points are too few.
+        ``source="estimated"``, or ``"fallback"`` where the points are too few: the gate of the median step
+        (:func:`_few_steps_gate`), or :data:`FALLBACK_GATE_UM` without a step.
     """
     from .linker import frame_steps, motion_space  # (the linker imports this module)
     from ..tables import positions_um
@@ -181,8 +187,8 @@ def estimate_gate(detections: Mapping[str, np.ndarray], *, solver: str = "scipy"
     source_points = sum(len(frame[t]) for t in pairs)
     near, null = _cross_frame_distances(frame, pairs)
     if spacing is None or len(near) < MIN_LINKS:
-        return GateEstimate(FALLBACK_GATE_UM, "fallback", spacing_um=spacing,
-                            note=f"{source_points} points in {len(pairs)} frame pair(s), too few to estimate")
+        return _few_steps_gate(near, spacing, positions.shape[1],
+                               f"{source_points} points in {len(pairs)} frame pair(s)")
     partnered, provisional = _nearest_neighbour_excess(near, null)
     lower = max(MIN_GATE_NN * spacing, min(_voxel_scale(detections), 0.5 * spacing))
     if np.quantile(near, GATE_QUANTILE) == 0.0:  # (still, exactly localised points: no step to measure)
@@ -196,8 +202,8 @@ def estimate_gate(detections: Mapping[str, np.ndarray], *, solver: str = "scipy"
     provisional = min(provisional, ceiling)
     lengths = _first_pass_lengths(frame, pairs, provisional, solver)
     if len(lengths) < MIN_LINKS:
-        return GateEstimate(FALLBACK_GATE_UM, "fallback", spacing_um=spacing, n_links=len(lengths),
-                            note=f"{len(lengths)} links between {source_points} points, too few to estimate")
+        return _few_steps_gate(near, spacing, positions.shape[1],
+                               f"{len(lengths)} links between {source_points} points")
     step, crossing = _true_steps(lengths, null, partnered, provisional)
     if PROVISIONAL_FACTOR * min(crossing, GATE_MARGIN * step) < provisional:  # (tighter: fewer false links)
         provisional = PROVISIONAL_FACTOR * min(crossing, GATE_MARGIN * step)
@@ -211,6 +217,32 @@ def estimate_gate(detections: Mapping[str, np.ndarray], *, solver: str = "scipy"
         value, bound = min(value, ceiling), ceiling_name
     return GateEstimate(float(value), "estimated", step_um=float(step), partnered=float(partnered),
                         spacing_um=float(spacing), n_links=len(lengths), bound=bound)
+
+
+def _few_steps_gate(near: np.ndarray, spacing: float | None, dims: int, what: str) -> GateEstimate:
+    """The gate from the median distance to the next frame's nearest point, when too few for the full estimate.
+
+    The steps are taken as Gaussian (their lengths χ-distributed with ``dims`` degrees of freedom, as for
+    Brownian motion), so the :data:`GATE_QUANTILE` of the lengths is the median times the χ quantiles' ratio
+    (2.19 in 3D, 2.57 in 2D); times :data:`GATE_MARGIN`, as the full estimate. The median keeps the few points
+    without a partner (appearing, leaving) from moving it. Bounded by :data:`MIN_GATE_NN` and
+    :data:`MAX_GATE_NN` same-frame spacings where a frame has two points. :data:`FALLBACK_GATE_UM` without a
+    positive distance.
+    """
+    from scipy.special import gammaincinv
+
+    median = float(np.median(near)) if len(near) else 0.0
+    if not median > 0:
+        return GateEstimate(FALLBACK_GATE_UM, "fallback", spacing_um=spacing, n_links=len(near),
+                            note=f"{what}, no step to estimate from")
+    dims = max(int(dims), 1)
+    ratio = np.sqrt(gammaincinv(dims / 2, GATE_QUANTILE) / gammaincinv(dims / 2, 0.5))  # (χ quantiles)
+    value = GATE_MARGIN * ratio * median
+    if spacing is not None:
+        value = min(max(value, MIN_GATE_NN * spacing), MAX_GATE_NN * spacing)
+    return GateEstimate(float(value), "fallback", step_um=float(ratio * median), spacing_um=spacing,
+                        n_links=len(near), note=f"{what}, too few for the full estimate: from their median step "
+                                                f"{median:.3g} µm")
 
 
 def _frame_pairs(steps: np.ndarray) -> list[int]:

@@ -23,7 +23,9 @@ from napari_helpers import (  # noqa: E402
     SAMPLE,
     SAMPLE_TRUTH,
     TRACK_FEATURES,
+    add_widget,
     open_tracks,
+    run_and_wait,
     run_sample,
     tracks_csv,  # noqa: F401 (fixture)
     tracks_table,
@@ -92,17 +94,39 @@ def test_reader_leaves_files_it_cannot_track_to_others(tmp_path):
 
     flat = tmp_path / "photo.tif"
     tifffile.imwrite(flat, np.zeros((16, 16), np.uint8))  # one 2D image: nothing to track
-    channels = tmp_path / "channels.tif"
-    tifffile.imwrite(channels, np.zeros((2, 3, 4, 8, 8), np.uint16), imagej=True,
-                     metadata={"axes": "TZCYX"})  # several channels
     broken = tmp_path / "broken.tif"
     broken.write_bytes(b"II*\x00garbage")
     bad_values = tmp_path / "bad.csv"
     bad_values.write_text("track_id,frame,z,y,x\n0,0,1,2,three\n")
-    for path in (flat, channels, broken, bad_values, tmp_path / "missing.tif"):
+    for path in (flat, broken, bad_values, tmp_path / "missing.tif"):
         assert napari_get_reader(str(path)) is None, path.name
     # a list is taken only if every file can be read
     assert napari_get_reader([str(SAMPLE), str(flat)]) is None
+
+
+def test_reader_opens_each_channel_as_a_layer_and_tracks_the_one_chosen(viewer, qtbot, tmp_path):
+    """A multi-channel stack opens as one layer per channel (napari's habit); Run tracks the selected layer's
+    channel, read from the file, with the tracks of that channel alone."""
+    import tifffile
+
+    from tracker.io import read_stack
+
+    sample = read_stack(SAMPLE)
+    data = np.asarray(sample.data)[:4]
+    path = tmp_path / "two.tif"
+    dz, dy, dx = sample.voxel_size
+    tifffile.imwrite(path, np.stack([np.zeros_like(data), data], axis=2), imagej=True, resolution=(1 / dx, 1 / dy),
+                     metadata={"axes": "TZCYX", "spacing": dz, "unit": "um"})
+    first, second = viewer.open(str(path), plugin=PLUGIN)
+    assert (first.name, second.name) == ("two [0]", "two [1]") and second.metadata["channel"] == 1
+    np.testing.assert_array_equal(np.asarray(second.data[2]), data[2])
+    assert second.blending == "additive"
+    widget = add_widget(viewer)
+    widget.track_panel.image_choice.choose(second)
+    widget.track_panel.detection.set_values({"device": "cpu"})
+    run_and_wait(widget, qtbot)
+    assert len(widget.result.detections["frame"]) > 50  # (channel 0 is empty: nothing would be found there)
+    assert "two [1] tracks" in viewer.layers
 
 
 def test_one_plugin_name_everywhere():

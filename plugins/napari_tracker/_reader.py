@@ -48,7 +48,7 @@ def read(path: str | list[str]) -> LayerData:
         p = Path(p)
         kind = _kind(p)
         if kind == "stack":
-            layers.append(stack_layer_data(p))
+            layers.extend(stack_layers(p))
         elif kind in ("tracks", "ground_truth"):
             layers.append(tracks_file_layer_data(p, kind))
         elif kind == "detections":
@@ -80,18 +80,35 @@ def _kind(path: Path) -> str | None:
     return "detections"
 
 
-def stack_layer_data(path: Path, voxel_size=None) -> tuple[Any, dict[str, Any], str]:
-    """An Image layer tuple for a TIFF stack; scale ``(1, dz, dy, dx)`` puts the world in µm."""
+CHANNEL_COLORMAPS = ("green", "magenta", "cyan", "yellow", "red", "blue")
+"""Colormaps of a multi-channel stack's layers, in channel order (then again), blended additively."""
+
+
+def stack_layers(path: Path, voxel_size=None) -> LayerData:
+    """Image layer tuples for a stack: one, or one per channel of a multi-channel stack (each tracked alone)."""
+    from tracker.errors import SeveralChannelsError
+
+    try:
+        return [stack_layer_data(path, voxel_size)]
+    except SeveralChannelsError as several:
+        layers = [stack_layer_data(path, voxel_size, channel) for channel in range(several.n_channels)]
+        for channel, (_, kwargs, _) in enumerate(layers):
+            kwargs.update(colormap=CHANNEL_COLORMAPS[channel % len(CHANNEL_COLORMAPS)], blending="additive")
+        return layers
+
+
+def stack_layer_data(path: Path, voxel_size=None, channel: int | None = None) -> tuple[Any, dict[str, Any], str]:
+    """An Image layer tuple for a stack (of one ``channel``); scale ``(1, dz, dy, dx)`` puts the world in µm."""
     from tracker.io import read_stack
 
-    stack = read_stack(path, voxel_size)
+    stack = read_stack(path, voxel_size, channel=channel)
     data = stack.data  # a memory map, or a tracker.stack.FrameArray reading frame by frame
     kwargs = {
-        "name": path.stem,
+        "name": path.stem if channel is None else f"{path.stem} [{channel}]",
         "scale": (1.0, *stack.voxel_size),
         "colormap": "gray",
         "contrast_limits": contrast_limits(stack.frame(stack.n_frames // 2)),
-        "metadata": {KIND_KEY: "stack", "path": str(path), "voxel_size": tuple(stack.voxel_size),
+        "metadata": {KIND_KEY: "stack", "path": str(path), "channel": channel, "voxel_size": tuple(stack.voxel_size),
                      "notes": list(stack.notes),
                      # read_stack's note when the file has no voxel size (then 1 µm)
                      "voxel_size_assumed": voxel_size is None and any(n.startswith("no voxel size")

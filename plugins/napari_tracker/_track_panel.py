@@ -17,7 +17,7 @@ from ._fold import make_foldable
 from ._layer_choice import LayerChoice
 from ._layers import KIND_KEY
 from ._parameter_form import UNBOUNDED, ParameterForm
-from ._reader import stack_layer_data
+from ._reader import stack_layers
 from ._tracking_run import Cancelled, TrackingRun
 
 PROGRESS_SHARE = {Stage.DETECT: (0, 85), Stage.LINK: (85, 93), Stage.SMOOTH: (93, 99), Stage.EXCHANGE: (99, 100)}
@@ -101,11 +101,11 @@ class TrackPanel(QGroupBox):
         return self.image_choice.layer
 
     def open_stack(self, path: str | Path):
-        """Open a TIFF stack as an Image layer (scale from its voxel size) and select it for tracking."""
-        data, kwargs, _ = stack_layer_data(Path(path))
-        layer = self.viewer.add_image(data, **kwargs)
-        self.image_choice.choose(layer)
-        return layer
+        """Open a TIFF stack as an Image layer (scale from its voxel size; one per channel) and select the first
+        for tracking."""
+        layers = [self.viewer.add_image(data, **kwargs) for data, kwargs, _ in stack_layers(Path(path))]
+        self.image_choice.choose(layers[0])
+        return layers[0]
 
     def _open_dialog(self) -> None:
         path, _ = QFileDialog.getOpenFileName(self, "Open a TIFF stack", "", "TIFF (*.tif *.tiff)")
@@ -178,12 +178,13 @@ class TrackPanel(QGroupBox):
             self.message.emit(f"tracking '{image.name}' with an assumed voxel size of "
                               f"{', '.join(f'{v:g}' for v in params['voxel_size_um'])} µm", "warning")
         path, data, voxel_size = image.metadata.get("path"), image.data, params["voxel_size_um"]
+        channel = image.metadata.get("channel")
 
         def stack_source():  # runs in the worker: opening a file may take a while
             from tracker.io import as_stack, read_stack
 
-            if path and Path(path).is_file():
-                return read_stack(path, voxel_size)
+            if path and Path(path).exists():
+                return read_stack(path, voxel_size, channel=channel)
             return as_stack(data, voxel_size)
 
         self._job = (image, params)

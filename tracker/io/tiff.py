@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import InputError
+from ..errors import InputError, SeveralChannelsError
 from ..stack import FrameArray, Stack, check_voxel_size
 from ._atomic import atomic_path
 
@@ -187,13 +187,15 @@ def channel_index(path: Path, n_channels: int, channel: int | None) -> int:
 
     Raises
     ------
+    SeveralChannelsError
+        Several channels and none chosen (an ``InputError``).
     InputError
-        Several channels and none chosen, or a channel the stack does not have.
+        A channel the stack does not have.
     """
     if channel is None:
         if n_channels > 1:
-            raise InputError(f"{path}: {n_channels} channels; choose the one to track with --channel "
-                             f"(0 to {n_channels - 1})")
+            raise SeveralChannelsError(f"{path}: {n_channels} channels; choose the one to track with --channel "
+                                       f"(0 to {n_channels - 1})", n_channels)
         return 0
     if not 0 <= channel < n_channels:
         have = f"channels 0 to {n_channels - 1}" if n_channels > 1 else "one channel (0)"

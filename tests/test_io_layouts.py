@@ -117,7 +117,7 @@ def test_folder_with_channels(tmp_path, movie):
 
 @pytest.mark.parametrize("case, message", [
     ("empty", "no TIFF files"),
-    ("last_differs", "every file must be one time point alike"),
+    ("last_differs", "every file must be alike"),
     ("several_time_points", "holds 5 time points"),
     ("t_axis_given", "names T"),
 ])
@@ -138,6 +138,42 @@ def test_bad_folders(tmp_path, movie, case, message):
     with pytest.raises(io.InputError, match=message) as error:
         io.read_stack(folder, axes=axes)
     assert "\n" not in str(error.value)
+
+
+@pytest.mark.parametrize("pattern", ["VIRUS snr 7 density low t{t:03d} z{z:02d}.tif",  # (ISBI 2012 challenge)
+                                     "img_channel000_position000_time{t:09d}_z{z:03d}.tif",  # (Micro-Manager 2)
+                                     "img_{t:09d}_Default_{z:03d}.tif",  # (Micro-Manager 1.4: no words)
+                                     "stack_Z{z}_T{t}.tif"])  # (plane before time in the name)
+def test_folder_of_one_plane_per_file(tmp_path, movie, pattern):
+    folder = tmp_path / "f"
+    folder.mkdir()
+    for t in range(5):
+        for z in range(3):
+            tifffile.imwrite(folder / pattern.format(t=t, z=z), movie[t, z, 0])
+    stack = io.read_stack(folder, voxel_size=(0.4, 0.1, 0.1))
+    assert stack.shape == (5, 3, 12, 10)
+    for t in (0, 4):
+        np.testing.assert_array_equal(stack.frame(t), movie[t, :, 0])
+    assert "one per plane" in stack.notes[-1]
+    assert any("taken as the time point" in note for note in stack.notes) == ("Default" in pattern)
+
+
+def test_folder_of_planes_by_channel_and_missing_files(tmp_path, movie):
+    folder = tmp_path / "f"
+    folder.mkdir()
+    for t in range(5):
+        for z in range(3):
+            for c in range(2):
+                tifffile.imwrite(folder / f"t{t}_c{c}_z{z}.tif", movie[t, z, c])
+    np.testing.assert_array_equal(io.read_stack(folder, channel=1).frame(3), movie[3, :, 1])
+    with pytest.raises(io.InputError, match="2 channels; choose"):
+        io.read_stack(folder)
+    (folder / "t3_c1_z2.tif").unlink()
+    with pytest.raises(io.InputError, match="no file for time point 3, plane 2, channel 1"):
+        io.read_stack(folder, channel=0)
+    (folder / "other0.tif").write_bytes((folder / "t0_c0_z0.tif").read_bytes())
+    with pytest.raises(io.InputError, match="different patterns"):
+        io.read_stack(folder, channel=0)
 
 
 def test_a_file_unlike_the_first_stops_the_read_with_its_name(tmp_path, movie):

@@ -96,10 +96,11 @@ def main(argv=None) -> int:
                          f"{st.get('reverse_rounds')} ({st.get('reverse_grid_rounds')}) | "
                          f"{st.get('forward_paths')} / {st.get('reverse_paths')} |")
             print(lines[-1], flush=True)
-            if args.phases and k == 0 and st.get("per_phase"):
+            if args.phases and st.get("per_phase"):
                 rows = [f"Per phase, {n:,} nodes, f = {step}, {text}:", "",
                         "| eps | released | fwd rounds | of which grid | fwd paths | stale | rev rounds | "
-                        "of which grid | rev paths |", "|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+                        "of which grid | rev paths | fwd labelled | rev labelled | ms |",
+                        "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
                 rows += ["| " + " | ".join(str(v) for v in ph) + " |" for ph in st["per_phase"]]
                 phase_tables.append("\n".join(rows))
                 print(phase_tables[-1], flush=True)

@@ -142,6 +142,76 @@ def test_emulated_shortest_path_finisher_matches_scipy(step, small, finish, earl
         assert gated_auction.LAST_STATS["forward_paths"] > 0
 
 
+@pytest.mark.parametrize("gu_rounds", [0, 1, 8])
+@pytest.mark.parametrize("step", [0.5, 0.7])
+@pytest.mark.parametrize("integer", [False, True])
+def test_emulated_global_price_updates_match_scipy(step, gu_rounds, integer, monkeypatch):
+    # the forward stages' global price updates (GU_ROUNDS): exact, and they replace most bidding rounds
+    monkeypatch.setattr(gated_auction, "GU_ROUNDS", gu_rounds)
+    monkeypatch.setattr(gated_auction, "FIRST_TRY_ROUNDS", 0)
+    rows, cols, cost, shape, un = generous_gate_instance(300, step, seed=int(step * 10) + 7 * integer)
+    if integer:
+        cost, un = np.round(cost * 10), float(np.round(un * 10))
+    row_un, col_un = np.full(shape[0], un), np.full(shape[1], un)
+    got_r, got_c = auction.solve_gated(*shape, rows, cols, cost, row_un, col_un, emulate=True)
+    ref_r, ref_c = _scipy.solve_gated(*shape, rows, cols, cost, row_un, col_un)
+    np.testing.assert_allclose(gated_objective(rows, cols, got_r, got_c, cost, row_un, col_un),
+                               gated_objective(rows, cols, ref_r, ref_c, cost, row_un, col_un), rtol=1e-12)
+    assert (gated_auction.LAST_STATS["global_updates"] > 0) == (gu_rounds > 0)
+
+
+@settings(max_examples=150, deadline=None)
+@given(sparse_graphs(max_size=8), st.booleans(), st.sampled_from([1, 3]))
+def test_emulated_global_updates_on_random_gated_problems(graph, integer, gu_rounds):
+    # forbidden entries (missing edges), rectangular shapes, integer and float costs, per-row no-link costs
+    mask, weights = graph
+    rows, cols = np.nonzero(mask)
+    if rows.size == 0:
+        return
+    n, m = mask.shape
+    rng = np.random.default_rng(rows.size * 7919 + n * 31 + m)
+    cost = weights[rows, cols] + 6.0
+    row_un, col_un = rng.random(n) * 8, rng.random(m) * 8
+    if integer:
+        cost, row_un, col_un = np.round(cost), np.round(row_un), np.round(col_un)
+    saved = (gated_auction.GU_ROUNDS, gated_auction.FIRST_TRY_ROUNDS, gated_auction.SMALL)
+    try:
+        gated_auction.GU_ROUNDS, gated_auction.FIRST_TRY_ROUNDS, gated_auction.SMALL = gu_rounds, 0, 4
+        got_r, got_c = auction.solve_gated(n, m, rows, cols, cost, row_un, col_un, emulate=True)
+    finally:
+        gated_auction.GU_ROUNDS, gated_auction.FIRST_TRY_ROUNDS, gated_auction.SMALL = saved
+    ref_r, ref_c = _scipy.solve_gated(n, m, rows, cols, cost, row_un, col_un)
+    np.testing.assert_allclose(gated_objective(rows, cols, got_r, got_c, cost, row_un, col_un),
+                               gated_objective(rows, cols, ref_r, ref_c, cost, row_un, col_un),
+                               rtol=1e-9, atol=1e-9)
+
+
+def test_emulated_global_update_keeps_eps_cs():
+    # after a stage of a scaled phase, one global update: every assigned row still within eps of its best
+    # option, free columns keep their prices, no price falls
+    rows, cols, cost, shape, un = generous_gate_instance(300, 0.5, seed=11)
+    n, m = shape
+    mapping, max_cost, _ = auction._integer_map(np, np.concatenate([cost - 2 * un, np.zeros(1)]), n + m)
+    priv = np.full(n, int(mapping(np.zeros(1))[0]), dtype=np.int64)
+    edge = mapping(cost - 2 * un)
+    prob = gated_auction._layout(np, n, m, rows, cols, edge, priv, single_gap=max_cost + 1)
+    ws = gated_auction._Workspace(np, n, m)
+    kern = gated_auction._Emulated()
+    eps = gated_auction.eps_schedule(max_cost)[1]
+    kern.phase(prob, ws, 1, True, 50, tail=False, finish=0)
+    kern.phase(prob, ws, eps, False, 10**6, tail=True, finish=0)
+    before = ws.price.copy()
+    free = ws.owner < 0
+    gated_auction.global_update(prob, ws)
+    assert (ws.price >= before).all() and (ws.price[free] == before[free]).all() and (ws.price > before).any()
+    for i in range(n):
+        a = int(ws.assigned[i])
+        if a == -1:
+            continue
+        best = kern._row_best(prob, ws.price, i)[0]
+        assert kern._own(prob, ws, i) <= best + eps
+
+
 @settings(max_examples=150, deadline=None)
 @given(sparse_graphs(max_size=7), st.booleans())
 def test_emulated_full_matching_matches_scipy(graph, integer):
@@ -426,6 +496,21 @@ def test_gated_finisher_settings(finish, small, early_stop, step, integer, monke
     monkeypatch.setattr(gated_auction, "FINISH_ROWS", finish)
     monkeypatch.setattr(gated_auction, "SMALL", small)
     assert_generous_gate_exact(step, int(step * 10) + integer, integer)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("gu_rounds, gu_cap, small", [(1, 0, 256), (8, 0, 64), (32, 16, 256), (8, 1, 1024),
+                                                      (128, 256, 0)])
+@pytest.mark.parametrize("step", [0.3, 0.5])
+@pytest.mark.parametrize("integer", [False, True])
+def test_gated_global_update_settings(gu_rounds, gu_cap, small, step, integer, monkeypatch):
+    # the forward stages' global price updates (gated_auction.cu, global_update), capped and not
+    monkeypatch.setattr(gated_auction, "GU_ROUNDS", gu_rounds)
+    monkeypatch.setattr(gated_auction, "GU_CAP", gu_cap)
+    monkeypatch.setattr(gated_auction, "SMALL", small)
+    assert_generous_gate_exact(step, int(step * 10) + integer, integer)
+    if step == 0.5 and small > 0:  # (with SMALL = 0 the grid rounds run to the end: no tail, no update)
+        assert gated_auction.LAST_STATS["global_updates"] > 0
 
 
 @pytest.mark.gpu

@@ -56,7 +56,14 @@ typedef unsigned long long u64;
 #define C_RPATH 9   // reverse shortest-path searches
 #define C_FGRID 10  // forward rounds run grid-wide (the rest ran in block 0)
 #define C_RGRID 11  // reverse rounds run grid-wide
-#define N_COUNTS 12
+#define C_FLAB 12   // nodes labelled by the forward searches (summed)
+#define C_RLAB 13   // nodes labelled by the reverse searches
+#define C_GUPD 14   // global price updates (forward)
+#define C_GURND 15  // their label-correcting rounds
+#define C_GF 16     // 16, 17, 18: the three rotating frontier counts of a global update
+#define C_PARITY 19 // block 0's list parity and rounds, for the grid after a stretch of block rounds
+#define C_BROUNDS 20
+#define N_COUNTS 21
 
 struct Prob {
     int n, m;
@@ -431,71 +438,181 @@ __device__ int rev_gauss_seidel(const Prob& p, const State& s, int* list, int* c
     p.priv = priv_;                                                                                       \
     p.single_gap = single_gap_
 
-// Rounds of one stage (forward: rows; reverse: columns) on the lists by parity: grid-wide while more than
-// `small` entries are listed, then block 0 alone. Returns (in block 0) the final parity; counts[stat]
-// accumulates the rounds.
-template <bool FORWARD>
-__device__ void stage(cg::grid_group& g, const Prob& p, const State& s, i64 eps, int small, int gs_rows,
-                      int finish, int tail, int max_rounds, int stat) {
+// ------------------------------------------------------------ global update ---
+
+// Global price update (forward stage; the global update of Goldberg & Kennedy's cost scaling, in auction
+// terms). With generous gates a free row's eviction chain must lift the prices of a whole crowd of columns
+// before it reaches an exit (a free column, or some row's private option), one bid of about eps each: tens
+// of thousands of rounds with a handful of bidders. Instead, every column v gets dist(v), the shortest path
+// (on the clipped reduced costs r+ = max(cost + price - own, 0)) from v through its owner's other columns to
+// an exit: 0 for a free column, max(priv_i - own_i, 0) via owner i's private option. Then price[v] += dist(v).
+// eps-CS survives: for row i on v and any column k of i, dist(v) <= r+(i, k) + dist(k), so the new reduced
+// cost r + dist(k) - dist(v) >= r - r+ >= -eps; i's private option stays within reach (dist(v) <= priv_i -
+// own_i when that is >= 0). Free columns keep their prices. Label-correcting rounds over a frontier (warp per
+// column, its rows by the CSC), grid-wide; the labels live in the finisher's dist/inq/front arrays (left at
+// rest: INF64 / -1).
+//
+// cap (> 0): raise by min(dist(v), cap) instead (any cap keeps eps-CS: min(dist(v), cap) <= r+ + min(dist(k),
+// cap)); labels at or above the cap are not propagated, so the search stays near the exits. Uncapped, the
+// columns far from every free row were raised to their owners' private options, and the next phases'
+// reverse stages fought their prices back down (H100, lap_generous_h100.md).
+__device__ void global_update(cg::grid_group& g, const Prob& p, const State& s, i64 cap) {
     const int gtid = blockIdx.x * blockDim.x + threadIdx.x, nthreads = gridDim.x * blockDim.x;
     const int lane = threadIdx.x & 31, gwarp = gtid >> 5, nwarps = nthreads >> 5;
-    int parity = 0, rounds = 0;
+    for (int v = gtid; v < p.m; v += nthreads) {
+        const int i = s.owner[v];
+        i64 d = INF64;
+        if (i < 0) {
+            d = 0;
+        } else if (p.priv[i] < INF64) {
+            d = clip0(p.priv[i] - (s.acost[i] + s.price[v]));
+        }
+        d = d < cap ? d : cap;
+        if (d < INF64) s.dist[v] = d;
+        if (d < cap) s.front0[atomicAdd(&s.counts[C_GF], 1)] = v;
+    }
+    g.sync();
+    int round = 0;
     while (true) {
+        const int cnt = *(volatile int*)&s.counts[C_GF + round % 3];
+        if (cnt == 0) break;
+        const int* cur = (round & 1) ? s.front1 : s.front0;
+        int* nxt = (round & 1) ? s.front0 : s.front1;
+        int* nxt_count = &s.counts[C_GF + (round + 1) % 3];
+        if (gtid == 0) s.counts[C_GF + (round + 2) % 3] = 0;  // read last round, appended to next round
+        for (int t = gwarp; t < cnt; t += nwarps) {
+            const int k = cur[t];
+            const i64 dk = *(volatile i64*)&s.dist[k];
+            const i64 pk = s.price[k];
+            const i64 end = p.cptr[k + 1];
+            for (i64 q = p.cptr[k] + lane; q < end; q += 32) {
+                const int i = p.crows[q];
+                const int v = s.assigned[i];
+                if (v < 0 || v == k) continue;
+                const i64 nd = dk + clip0(p.ccost[q] + pk - (s.acost[i] + s.price[v]));
+                if (nd < cap && nd < *(volatile i64*)&s.dist[v]) {
+                    const i64 old = atomicMin((long long*)&s.dist[v], (long long)nd);
+                    if (nd < old && atomicExch(&s.inq[v], round) != round) nxt[atomicAdd(nxt_count, 1)] = v;
+                }
+            }
+        }
+        g.sync();
+        ++round;
+    }
+    for (int v = gtid; v < p.m; v += nthreads) {
+        const i64 d = s.dist[v];
+        if (d > 0 && d < INF64 && s.owner[v] >= 0) s.price[v] += d;
+        s.dist[v] = INF64;
+        s.inq[v] = -1;
+    }
+    if (gtid == 0) {
+        s.counts[C_GUPD] += 1;
+        s.counts[C_GURND] += round;
+        s.counts[C_GF] = 0;
+        s.counts[C_GF + 1] = 0;
+        s.counts[C_GF + 2] = 0;
+    }
+    g.sync();
+}
+
+// Rounds of one stage in block 0 alone (block barriers; Gauss-Seidel, one warp, once <= gs_rows are left;
+// shortest augmenting paths for the last `finish`), until none is left or `limit` rounds were run.
+template <bool FORWARD>
+__device__ void block_rounds(const Prob& p, const State& s, i64 eps, int gs_rows, int finish, int limit,
+                             int& parity, int& rounds) {
+    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, nw = blockDim.x >> 5;
+    while (rounds < limit) {
         const int count = *(volatile int*)&s.counts[parity];
-        if (count <= small || rounds >= max_rounds || *(volatile int*)&s.counts[C_ERROR]) break;
+        if (count == 0 || *(volatile int*)&s.counts[C_ERROR]) break;
         int* cur = parity ? s.list1 : s.list0;
         int* nxt = parity ? s.list0 : s.list1;
-        if (gtid == 0) s.counts[1 - parity] = 0;
-        if (FORWARD) fwd_bid(p, s, cur, count, eps, gwarp, nwarps, lane);
-        else rev_bid(p, s, cur, count, eps, gwarp, nwarps, lane);
-        g.sync();
-        if (FORWARD) fwd_claim(s, cur, count, nxt, &s.counts[1 - parity], gtid, nthreads);
-        else rev_claim(s, cur, count, nxt, &s.counts[1 - parity], gtid, nthreads);
-        g.sync();
-        if (FORWARD) fwd_reset(s, cur, count, gtid, nthreads);
-        else rev_reset(s, cur, count, gtid, nthreads);
-        g.sync();
+        if (count <= finish) {  // shortest augmenting paths for the last few (gated_finish.cuh)
+            __syncthreads();
+            fin_stage<FORWARD>(p, s, cur, count);
+            if (tid == 0) s.counts[parity] = 0;
+            __syncthreads();
+            break;
+        }
+        if (count <= gs_rows) {
+            if (warp == 0) {
+                rounds = FORWARD ? fwd_gauss_seidel(p, s, cur, &s.counts[parity], eps, rounds, limit)
+                                 : rev_gauss_seidel(p, s, cur, &s.counts[parity], eps, rounds, limit);
+            }
+            __syncthreads();  // (only thread 0's `rounds` is read after this: the others' is stale)
+            break;
+        }
+        __syncthreads();  // every thread has read count before it is reset below (parity swaps)
+        if (tid == 0) s.counts[1 - parity] = 0;
+        if (FORWARD) fwd_bid(p, s, cur, count, eps, warp, nw, lane);
+        else rev_bid(p, s, cur, count, eps, warp, nw, lane);
+        __syncthreads();
+        if (FORWARD) fwd_claim(s, cur, count, nxt, &s.counts[1 - parity], tid, blockDim.x);
+        else rev_claim(s, cur, count, nxt, &s.counts[1 - parity], tid, blockDim.x);
+        __syncthreads();
+        if (FORWARD) fwd_reset(s, cur, count, tid, blockDim.x);
+        else rev_reset(s, cur, count, tid, blockDim.x);
+        __syncthreads();
         parity ^= 1;
         ++rounds;
     }
-    if (blockIdx.x == 0) {  // the rest of the stage in one block
-        const int tid = threadIdx.x, warp = tid >> 5, nw = blockDim.x >> 5;
-        if (tid == 0) s.counts[FORWARD ? C_FGRID : C_RGRID] += rounds;
-        while (tail && rounds < max_rounds) {
+}
+
+// Rounds of one stage (forward: rows; reverse: columns) on the lists by parity: grid-wide while more than
+// `small` entries are listed, then block 0 alone. Forward with gu_rounds > 0 (and tail): a global price
+// update each time the grid hands over to block 0, and again after every gu_rounds block rounds.
+// counts[stat] accumulates the rounds.
+template <bool FORWARD>
+__device__ void stage(cg::grid_group& g, const Prob& p, const State& s, i64 eps, int small, int gs_rows,
+                      int finish, int tail, int max_rounds, int gu_rounds, i64 gu_cap, int stat) {
+    const int gtid = blockIdx.x * blockDim.x + threadIdx.x, nthreads = gridDim.x * blockDim.x;
+    const int lane = threadIdx.x & 31, gwarp = gtid >> 5, nwarps = nthreads >> 5;
+    int parity = 0, rounds = 0, grid_rounds = 0;
+    while (true) {
+        while (true) {
             const int count = *(volatile int*)&s.counts[parity];
-            if (count == 0 || *(volatile int*)&s.counts[C_ERROR]) break;
+            if (count <= small || rounds >= max_rounds || *(volatile int*)&s.counts[C_ERROR]) break;
             int* cur = parity ? s.list1 : s.list0;
             int* nxt = parity ? s.list0 : s.list1;
-            if (count <= finish) {  // shortest augmenting paths for the last few (gated_finish.cuh)
-                __syncthreads();
-                fin_stage<FORWARD>(p, s, cur, count);
-                if (tid == 0) s.counts[parity] = 0;
-                __syncthreads();
-                break;
-            }
-            if (count <= gs_rows) {
-                if (warp == 0) {
-                    rounds = FORWARD ? fwd_gauss_seidel(p, s, cur, &s.counts[parity], eps, rounds, max_rounds)
-                                     : rev_gauss_seidel(p, s, cur, &s.counts[parity], eps, rounds, max_rounds);
-                }
-                __syncthreads();
-                break;
-            }
-            __syncthreads();  // every thread has read count before it is reset below (parity swaps)
-            if (tid == 0) s.counts[1 - parity] = 0;
-            if (FORWARD) fwd_bid(p, s, cur, count, eps, warp, nw, lane);
-            else rev_bid(p, s, cur, count, eps, warp, nw, lane);
-            __syncthreads();
-            if (FORWARD) fwd_claim(s, cur, count, nxt, &s.counts[1 - parity], tid, blockDim.x);
-            else rev_claim(s, cur, count, nxt, &s.counts[1 - parity], tid, blockDim.x);
-            __syncthreads();
-            if (FORWARD) fwd_reset(s, cur, count, tid, blockDim.x);
-            else rev_reset(s, cur, count, tid, blockDim.x);
-            __syncthreads();
+            if (gtid == 0) s.counts[1 - parity] = 0;
+            if (FORWARD) fwd_bid(p, s, cur, count, eps, gwarp, nwarps, lane);
+            else rev_bid(p, s, cur, count, eps, gwarp, nwarps, lane);
+            g.sync();
+            if (FORWARD) fwd_claim(s, cur, count, nxt, &s.counts[1 - parity], gtid, nthreads);
+            else rev_claim(s, cur, count, nxt, &s.counts[1 - parity], gtid, nthreads);
+            g.sync();
+            if (FORWARD) fwd_reset(s, cur, count, gtid, nthreads);
+            else rev_reset(s, cur, count, gtid, nthreads);
+            g.sync();
             parity ^= 1;
             ++rounds;
+            ++grid_rounds;
         }
-        if (tid == 0) {
+        if (!FORWARD || gu_rounds <= 0 || !tail) break;
+        const int count = *(volatile int*)&s.counts[parity];
+        if (count == 0 || rounds >= max_rounds || *(volatile int*)&s.counts[C_ERROR]) break;
+        global_update(g, p, s, gu_cap);
+        if (blockIdx.x == 0) {
+            const int limit = rounds + gu_rounds < max_rounds ? rounds + gu_rounds : max_rounds;
+            if (threadIdx.x == 0) s.counts[C_BROUNDS] = rounds;
+            __syncthreads();
+            block_rounds<FORWARD>(p, s, eps, gs_rows, finish, limit, parity, rounds);
+            __syncthreads();
+            if (threadIdx.x == 0) {
+                s.counts[C_PARITY] = parity;
+                s.counts[C_BROUNDS] = rounds;
+            }
+        }
+        g.sync();
+        parity = *(volatile int*)&s.counts[C_PARITY];
+        rounds = *(volatile int*)&s.counts[C_BROUNDS];
+        g.sync();  // every block has read them before block 0 writes them again
+    }
+    if (blockIdx.x == 0) {  // the rest of the stage in one block
+        if (threadIdx.x == 0) s.counts[C_BROUNDS] = rounds;
+        __syncthreads();
+        if (tail) block_rounds<FORWARD>(p, s, eps, gs_rows, finish, max_rounds, parity, rounds);
+        if (threadIdx.x == 0) {
+            s.counts[FORWARD ? C_FGRID : C_RGRID] += grid_rounds;
             s.counts[stat] += rounds;
             if (tail && *(volatile int*)&s.counts[parity] > 0) atomicExch(&s.counts[C_ERROR], 2);  // round cap
             s.counts[C_LIST0] = 0;  // the next stage starts on list 0
@@ -513,7 +630,7 @@ __device__ void stage(cg::grid_group& g, const Prob& p, const State& s, i64 eps,
 // in block 0, with shortest augmenting paths for its last `finish` bidders.
 extern "C" __global__ void __launch_bounds__(MAX_THREADS, 1)
     ga_phase(PROB_ARGS, i64* ws64, int* ws32, i64 eps, int first, int small, int gs_rows, int finish,
-             int tail, int max_rounds) {
+             int tail, int max_rounds, int gu_rounds, i64 gu_cap) {
     MAKE_PROB;
     cg::grid_group g = cg::this_grid();
     const State s = carve(ws64, ws32, n_, m_);
@@ -544,7 +661,7 @@ extern "C" __global__ void __launch_bounds__(MAX_THREADS, 1)
         }
     }
     g.sync();
-    stage<true>(g, p, s, eps, small, gs_rows, finish, tail, max_rounds, C_FWD);
+    stage<true>(g, p, s, eps, small, gs_rows, finish, tail, max_rounds, gu_rounds, gu_cap, C_FWD);
     g.sync();
     if (first || s.counts[C_ERROR]) return;
     // stale columns: unmatched ones at a price above 0 (freed by this phase's init, or left by an earlier
@@ -556,5 +673,5 @@ extern "C" __global__ void __launch_bounds__(MAX_THREADS, 1)
         }
     }
     g.sync();
-    stage<false>(g, p, s, eps, small, gs_rows, finish, tail, max_rounds, C_REV);
+    stage<false>(g, p, s, eps, small, gs_rows, finish, tail, max_rounds, 0, INF64, C_REV);
 }

@@ -38,7 +38,10 @@ long chains of single evictions through the crowd between a dying particle and a
 "Where the rounds go"): at 100k nodes, f = 0.5, 437k of 439k forward and all 462k reverse rounds run in block 0
 with at most :data:`SMALL` bidders left. Shortest augmenting paths for those last bidders
 (:data:`FINISH_ROWS`, :mod:`tracker.lap.gated_finish`) are exact but were slower there (about 10 ms a search
-in one block), so they are off by default.
+in one block), so they are off by default. So are global price updates (:data:`GU_ROUNDS`): they end the
+forward price wars, but the reverse stages then fight the raised prices back down. The per-phase profile
+(same file) puts the wars in the coarse phases: at 100k nodes, f = 0.5, the phases at eps = 3 % to 0.001 % of
+the cost range took 1.7 s of 1.8 s.
 """
 
 from __future__ import annotations
@@ -76,6 +79,17 @@ EARLY_STOP = False
 """Phases before the last stop once at most :data:`SMALL` bidders are left (rows stay free, columns stale,
 for the next phase). Off: the last phase then carries the tails (100k nodes, f = 0.5, with FINISH_ROWS = 64:
 112k block rounds in the last phase, 3.1 s; same measurement)."""
+GU_ROUNDS = 0
+"""Forward stages: a global price update (every column's price raised by its shortest clipped reduced-cost
+distance to an exit; ``ga_phase``'s ``global_update`` in ``gated_auction.cu``) when the grid hands the last
+:data:`SMALL` bidders over to block 0, and again after every this many block rounds (0: never). Off: exact,
+but slower on the H100 (``benchmarks/results/lap_generous_h100.md``, "Global price updates"): at 100k nodes,
+f = 0.5, they cut the forward rounds from 551k to 7k-54k, but the reverse rounds grew from 529k to 1.5-2.6M
+(prices raised where no free row needed them come back down one reverse bid at a time): 3.4-12.9 s against
+2.0 s; f = 0.3: 60-186 ms against 46 ms."""
+GU_CAP = 16
+"""... raising each price by at most this many times the phase's eps (0: no cap; any cap keeps eps-CS; 1, 16
+and 256 measured, same table)."""
 MAX_ROUNDS = 1 << 30
 """Cap on the rounds of one stage of one phase (an error, never reached on feasible problems)."""
 
@@ -83,8 +97,8 @@ INF64 = (1 << 62) - 1  # INF64 in gated_auction.cu
 PRIVATE = -2
 
 _C_ERROR, _C_FWD, _C_REV, _C_RELEASED, _C_STALE = 3, 4, 5, 6, 7
-_C_FPATH, _C_RPATH, _C_FGRID, _C_RGRID = 8, 9, 10, 11
-_N_COUNTS = 12
+_C_FPATH, _C_RPATH, _C_FGRID, _C_RGRID, _C_FLAB, _C_RLAB, _C_GUPD, _C_GURND = 8, 9, 10, 11, 12, 13, 14, 15
+_N_COUNTS = 21
 
 LAST_STATS: dict = {}
 """Counters of the last solve: phases, forward / reverse rounds, released rows, stale columns, seconds."""
@@ -140,12 +154,15 @@ def solve(n: int, m: int, rows, cols, cost, priv, *, edge_range: int, emulate: b
     ws = _Workspace(xp, n, m)
     stats = {"phases": 0, "forward_rounds": 0, "reverse_rounds": 0, "released": 0, "stale": 0,
              "forward_paths": 0, "reverse_paths": 0, "forward_grid_rounds": 0, "reverse_grid_rounds": 0,
-             "first_try": "capped", "per_phase": []}
+             "global_updates": 0, "global_update_rounds": 0, "first_try": "capped", "per_phase": []}
     plan = [(1, True, FIRST_TRY_ROUNDS)]
     for k, (eps, first, cap) in enumerate(plan):
         last = k == len(plan) - 1 and k > 0
+        t_phase = time.perf_counter()
         counts = kern.phase(problem, ws, eps, first, cap, tail=first or last or not EARLY_STOP,
-                            finish=0 if first else FINISH_ROWS)
+                            finish=0 if first else FINISH_ROWS, gu_rounds=GU_ROUNDS,
+                            gu_cap=GU_CAP * eps if GU_CAP > 0 else INF64)
+        t_phase = time.perf_counter() - t_phase
         stats["phases"] += 1
         stats["forward_rounds"] += int(counts[_C_FWD])
         stats["reverse_rounds"] += int(counts[_C_REV])
@@ -155,8 +172,12 @@ def solve(n: int, m: int, rows, cols, cost, priv, *, edge_range: int, emulate: b
         stats["reverse_paths"] += int(counts[_C_RPATH])
         stats["forward_grid_rounds"] += int(counts[_C_FGRID])
         stats["reverse_grid_rounds"] += int(counts[_C_RGRID])
+        stats["global_updates"] += int(counts[_C_GUPD])
+        stats["global_update_rounds"] += int(counts[_C_GURND])
         stats["per_phase"].append((eps, *(int(counts[c]) for c in (_C_RELEASED, _C_FWD, _C_FGRID, _C_FPATH,
-                                                                   _C_STALE, _C_REV, _C_RGRID, _C_RPATH))))
+                                                                   _C_STALE, _C_REV, _C_RGRID, _C_RPATH,
+                                                                   _C_FLAB, _C_RLAB, _C_GUPD, _C_GURND)),
+                                   round(t_phase * 1e3, 2)))
         if counts[_C_ERROR] == 1:
             raise GatedAuctionError("a row without options (internal error; please report)")
         if k == 0:
@@ -242,11 +263,13 @@ class _Cuda:
             self._blocks[threads] = self.sms * max(1, min(int(per_sm), 2048 // threads))
         return self._blocks[threads]
 
-    def phase(self, prob: _Problem, ws: _Workspace, eps: int, first: bool, cap: int, tail: bool, finish: int):
+    def phase(self, prob: _Problem, ws: _Workspace, eps: int, first: bool, cap: int, tail: bool, finish: int,
+              gu_rounds: int, gu_cap: int):
         ws.counts[:] = 0
         self.function((self.blocks(THREADS),), (THREADS,),
                       (*prob.args, ws.ws64, ws.ws32, np.int64(eps), np.int32(bool(first)), np.int32(SMALL),
-                       np.int32(GS_ROWS), np.int32(finish), np.int32(bool(tail)), np.int32(min(cap, MAX_ROUNDS))))
+                       np.int32(GS_ROWS), np.int32(finish), np.int32(bool(tail)), np.int32(min(cap, MAX_ROUNDS)),
+                       np.int32(gu_rounds), np.int64(min(gu_cap, INF64))))
         return ws.counts.get()
 
 
@@ -255,21 +278,30 @@ def _cuda() -> _Cuda:
     return _Cuda()
 
 
-def _settle(pending: list, one_round, one_path, cap: int, tail: bool, finish: int) -> tuple[list, int, int]:
+def _settle(pending: list, one_round, one_path, cap: int, tail: bool, finish: int, update=None,
+            gu_rounds: int = 0) -> tuple[list, int, int, int]:
     """Bidding rounds over ``pending`` (free rows forward, stale columns in reverse) until none is left, ``cap``
     rounds are spent, or (without ``tail``) at most :data:`SMALL` are left; the last ``finish`` by shortest paths.
+    With ``update`` and ``gu_rounds`` (and ``tail``): ``update()`` once at most :data:`SMALL` are left, and again
+    after every ``gu_rounds`` rounds (the kernel's global price updates).
 
-    Returns what is still pending, the rounds run and the number settled by paths.
+    Returns what is still pending, the rounds run, the number settled by paths and the updates run.
     """
-    rounds = 0
+    rounds, updates, since = 0, 0, None
     while pending and rounds < cap and (tail or len(pending) > SMALL):
+        if update is not None and gu_rounds > 0 and tail and len(pending) <= SMALL and (
+                since is None or since >= gu_rounds):
+            update()
+            updates += 1
+            since = 0
         if len(pending) <= finish:
             for k in pending:
                 one_path(k)
-            return [], rounds, len(pending)
+            return [], rounds, len(pending), updates
         pending = one_round(pending)
         rounds += 1
-    return pending, rounds, 0
+        since = None if since is None else since + 1
+    return pending, rounds, 0, updates
 
 
 class _Emulated:
@@ -279,7 +311,8 @@ class _Emulated:
 
     xp = np
 
-    def phase(self, prob: _Problem, ws: _Workspace, eps: int, first: bool, cap: int, tail: bool, finish: int):
+    def phase(self, prob: _Problem, ws: _Workspace, eps: int, first: bool, cap: int, tail: bool, finish: int,
+              gu_rounds: int = 0, gu_cap: int = INF64):
         n = prob.n
         counts = np.zeros(_N_COUNTS, dtype=np.int64)
         price, assigned, owner = ws.price, ws.assigned, ws.owner
@@ -297,16 +330,17 @@ class _Emulated:
                     assigned[i] = -1
                     listed.append(i)
                     counts[_C_RELEASED] += 1
-        listed, counts[_C_FWD], counts[_C_FPATH] = _settle(
+        listed, counts[_C_FWD], counts[_C_FPATH], counts[_C_GUPD] = _settle(
             listed, lambda left: self._forward_round(prob, ws, left, eps),
-            lambda i: gated_finish.forward(prob, ws, i), cap, tail, finish)
+            lambda i: gated_finish.forward(prob, ws, i), cap, tail, finish,
+            lambda: global_update(prob, ws, gu_cap), gu_rounds)
         if listed and tail:
             counts[_C_ERROR] = 2
         if first or counts[_C_ERROR]:
             return counts
         stale = [j for j in range(prob.m) if owner[j] == -1 and price[j] > 0]
         counts[_C_STALE] = len(stale)
-        stale, counts[_C_REV], counts[_C_RPATH] = _settle(
+        stale, counts[_C_REV], counts[_C_RPATH], _ = _settle(
             stale, lambda left: self._reverse_round(prob, ws, left, eps),
             lambda j: gated_finish.reverse(prob, ws, j), cap, tail, finish)
         if stale and tail:
@@ -387,3 +421,33 @@ class _Emulated:
                 if ws.price[old] > 0:
                     following.append(old)
         return following
+
+
+def global_update(prob: _Problem, ws: _Workspace, cap: int = INF64) -> None:
+    """The kernel's global price update in NumPy (``global_update`` in ``gated_auction.cu``, which says why it
+    keeps eps-CS): every owned column's price rises by its shortest clipped reduced-cost distance to an exit
+    (a free column: 0; its owner's private option: ``max(priv - own, 0)``), at most ``cap``, by Bellman-Ford
+    rounds."""
+    price, owner, assigned, acost = ws.price, ws.owner, ws.assigned, ws.acost
+    m = prob.m
+    dist = np.full(m, INF64, dtype=np.int64)
+    owned = owner >= 0
+    dist[~owned] = 0
+    o = owner[owned].astype(np.int64)
+    own_o = acost[o] + price[owned]
+    dist[owned] = np.where(prob.priv[o] < INF64, np.maximum(prob.priv[o] - own_o, 0), INF64)
+    rows = np.repeat(np.arange(prob.n), np.diff(prob.indptr))
+    k = prob.cols.astype(np.int64)
+    v = assigned[rows].astype(np.int64)
+    keep = (v >= 0) & (v != k)
+    rows, k, v, c = rows[keep], k[keep], v[keep], prob.cost[keep]
+    weight = np.maximum(c + price[k] - (acost[rows] + price[v]), 0)
+    while True:
+        reach = dist[k] < INF64
+        before = dist.copy()
+        np.minimum.at(dist, v[reach], dist[k[reach]] + weight[reach])
+        if np.array_equal(before, dist):
+            break
+    dist = np.minimum(dist, cap)
+    raise_ = owned & (dist > 0) & (dist < INF64)
+    price[raise_] += dist[raise_]

@@ -365,6 +365,7 @@ __device__ void fin_stage(const Prob& p, const State& s, const int* list, int co
         if (!FWD && (s.owner[src] >= 0 || s.price[src] <= 0)) continue;
         if (FWD && s.assigned[src] != FREE) continue;
         fin_one<FWD>(p, s, sh, src);
+        if (threadIdx.x == 0) s.counts[FWD ? C_FLAB : C_RLAB] += sh.ntouched;
         if (sh.err) break;
     }
     if (threadIdx.x == 0) {

@@ -4,7 +4,8 @@ For each generous-gate instance (``lap_instances.generous_gate_instance``, gated
 of ``tracker.lap.gated_auction`` (``FINISH_ROWS``, ``SMALL``, ...): the median time of ``solve_gated`` (3 runs
 after a warm-up; 1 at 1M nodes), the objective (equal across settings: every setting is exact; at 10k nodes
 also checked against SciPy), and the counters: phases, forward / reverse rounds (of which grid-wide), and
-shortest-path searches. ``--phases`` adds the per-phase table of the first setting. ::
+shortest-path searches, global price updates (and their label-correcting rounds). ``--phases`` adds the
+per-phase table of every setting (with the milliseconds of each phase's launch). ::
 
     PYTHONPATH=.:tests python benchmarks/lap_finish.py --cases 100000:0.5,1000000:0.3 \
         --settings FINISH_ROWS=0 FINISH_ROWS=64 --phases
@@ -38,6 +39,8 @@ def main(argv=None) -> int:
     parser.add_argument("--cases", default="10000:0.5,100000:0.3,100000:0.5")
     parser.add_argument("--settings", nargs="*", default=["FINISH_ROWS=0", "FINISH_ROWS=64"])
     parser.add_argument("--phases", action="store_true")
+    parser.add_argument("--repeats", type=int, default=0, help="timed runs (default 3, 1 at 1M nodes)")
+    parser.add_argument("--no-warmup", action="store_true", help="no untimed run first")
     parser.add_argument("--scipy-max-n", type=int, default=10_000)
     parser.add_argument("--out", help="also write the markdown here")
     args = parser.parse_args(argv)
@@ -49,7 +52,8 @@ def main(argv=None) -> int:
     device = cupy.cuda.runtime.getDeviceProperties(0)["name"].decode()
     lines = [f"Device: {device}", "",
              "| nodes | f | cand/row | setting | time | objective | exact | phases | fwd rounds (grid) | "
-             "rev rounds (grid) | fwd / rev paths |", "|---:|---:|---:|---|---:|---:|:---:|---:|---|---|---|"]
+             "rev rounds (grid) | fwd / rev paths | global updates (rounds) |",
+             "|---:|---:|---:|---|---:|---:|:---:|---:|---|---|---|---|"]
     phase_tables = []
     print("\n".join(lines), flush=True)
     for case in args.cases.split(","):
@@ -67,9 +71,10 @@ def main(argv=None) -> int:
             try:
                 for key, value in setting.items():
                     setattr(gated_auction, key, value)
-                repeats = 1 if n >= 1_000_000 else 3
+                repeats = args.repeats or (1 if n >= 1_000_000 else 3)
                 times = []
-                out = lap.solve_gated(d_rows, d_cols, d_cost, shape, un, solver="auction")  # warm-up
+                if not args.no_warmup:
+                    lap.solve_gated(d_rows, d_cols, d_cost, shape, un, solver="auction")
                 for _ in range(repeats):
                     cupy.cuda.Device().synchronize()
                     t0 = time.perf_counter()
@@ -94,13 +99,14 @@ def main(argv=None) -> int:
                          f"{exact} | {st.get('phases')} | "
                          f"{st.get('forward_rounds')} ({st.get('forward_grid_rounds')}) | "
                          f"{st.get('reverse_rounds')} ({st.get('reverse_grid_rounds')}) | "
-                         f"{st.get('forward_paths')} / {st.get('reverse_paths')} |")
+                         f"{st.get('forward_paths')} / {st.get('reverse_paths')} | "
+                         f"{st.get('global_updates')} ({st.get('global_update_rounds')}) |")
             print(lines[-1], flush=True)
             if args.phases and st.get("per_phase"):
                 rows = [f"Per phase, {n:,} nodes, f = {step}, {text}:", "",
                         "| eps | released | fwd rounds | of which grid | fwd paths | stale | rev rounds | "
-                        "of which grid | rev paths | fwd labelled | rev labelled | ms |",
-                        "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+                        "of which grid | rev paths | fwd labelled | rev labelled | updates | update rounds | ms |",
+                        "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
                 rows += ["| " + " | ".join(str(v) for v in ph) + " |" for ph in st["per_phase"]]
                 phase_tables.append("\n".join(rows))
                 print(phase_tables[-1], flush=True)

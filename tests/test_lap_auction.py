@@ -130,26 +130,15 @@ def test_emulated_shortest_path_finisher_matches_scipy(step, small, finish, earl
     monkeypatch.setattr(gated_auction, "SMALL", small)
     monkeypatch.setattr(gated_auction, "FINISH_ROWS", finish)
     monkeypatch.setattr(gated_auction, "FIRST_TRY_ROUNDS", 0)
-    rows, cols, cost, shape, un = generous_gate_instance(250, step, seed=int(step * 10) + integer)
-    if integer:
-        cost, un = np.round(cost * 10), float(np.round(un * 10))
-    row_un, col_un = np.full(shape[0], un), np.full(shape[1], un)
-    got_r, got_c = auction.solve_gated(*shape, rows, cols, cost, row_un, col_un, emulate=True)
-    ref_r, ref_c = _scipy.solve_gated(*shape, rows, cols, cost, row_un, col_un)
-    np.testing.assert_allclose(gated_objective(rows, cols, got_r, got_c, cost, row_un, col_un),
-                               gated_objective(rows, cols, ref_r, ref_c, cost, row_un, col_un), rtol=1e-12)
+    assert_emulated_generous_gate_exact(250, step, int(step * 10) + integer, integer)
     if finish:
         assert gated_auction.LAST_STATS["forward_paths"] > 0
 
 
-@pytest.mark.parametrize("gu_rounds", [0, 1, 8])
-@pytest.mark.parametrize("step", [0.5, 0.7])
-@pytest.mark.parametrize("integer", [False, True])
-def test_emulated_global_price_updates_match_scipy(step, gu_rounds, integer, monkeypatch):
-    # the forward stages' global price updates (GU_ROUNDS): exact, and they replace most bidding rounds
-    monkeypatch.setattr(gated_auction, "GU_ROUNDS", gu_rounds)
-    monkeypatch.setattr(gated_auction, "FIRST_TRY_ROUNDS", 0)
-    rows, cols, cost, shape, un = generous_gate_instance(300, step, seed=int(step * 10) + 7 * integer)
+def assert_emulated_generous_gate_exact(n: int, step: float, seed: int, integer: bool) -> None:
+    """The emulated gated auction's objective equals SciPy's on a generous-gate instance (costs x 10 rounded
+    to integers when ``integer``)."""
+    rows, cols, cost, shape, un = generous_gate_instance(n, step, seed=seed)
     if integer:
         cost, un = np.round(cost * 10), float(np.round(un * 10))
     row_un, col_un = np.full(shape[0], un), np.full(shape[1], un)
@@ -157,12 +146,26 @@ def test_emulated_global_price_updates_match_scipy(step, gu_rounds, integer, mon
     ref_r, ref_c = _scipy.solve_gated(*shape, rows, cols, cost, row_un, col_un)
     np.testing.assert_allclose(gated_objective(rows, cols, got_r, got_c, cost, row_un, col_un),
                                gated_objective(rows, cols, ref_r, ref_c, cost, row_un, col_un), rtol=1e-12)
+
+
+@pytest.mark.parametrize("gu_rounds, gu_cap, reverse", [(0, 0, False), (1, 0, True), (8, 0, False), (8, 16, True),
+                                                        (32, 1, True)])
+@pytest.mark.parametrize("step", [0.5, 0.7])
+@pytest.mark.parametrize("integer", [False, True])
+def test_emulated_global_price_updates_match_scipy(step, gu_rounds, gu_cap, reverse, integer, monkeypatch):
+    # the global price updates (GU_ROUNDS; capped or not; forward stages or both): exact
+    monkeypatch.setattr(gated_auction, "GU_ROUNDS", gu_rounds)
+    monkeypatch.setattr(gated_auction, "GU_CAP", gu_cap)
+    monkeypatch.setattr(gated_auction, "GU_REVERSE", reverse)
+    monkeypatch.setattr(gated_auction, "FIRST_TRY_ROUNDS", 0)
+    assert_emulated_generous_gate_exact(300, step, int(step * 10) + 7 * integer, integer)
     assert (gated_auction.LAST_STATS["global_updates"] > 0) == (gu_rounds > 0)
 
 
 @settings(max_examples=150, deadline=None)
-@given(sparse_graphs(max_size=8), st.booleans(), st.sampled_from([1, 3]))
-def test_emulated_global_updates_on_random_gated_problems(graph, integer, gu_rounds):
+@given(sparse_graphs(max_size=8), st.booleans(), st.sampled_from([1, 3]), st.sampled_from([0, 1, 16]),
+       st.booleans())
+def test_emulated_global_updates_on_random_gated_problems(graph, integer, gu_rounds, gu_cap, reverse):
     # forbidden entries (missing edges), rectangular shapes, integer and float costs, per-row no-link costs
     mask, weights = graph
     rows, cols = np.nonzero(mask)
@@ -174,21 +177,25 @@ def test_emulated_global_updates_on_random_gated_problems(graph, integer, gu_rou
     row_un, col_un = rng.random(n) * 8, rng.random(m) * 8
     if integer:
         cost, row_un, col_un = np.round(cost), np.round(row_un), np.round(col_un)
-    saved = (gated_auction.GU_ROUNDS, gated_auction.FIRST_TRY_ROUNDS, gated_auction.SMALL)
+    names = ("GU_ROUNDS", "GU_CAP", "GU_REVERSE", "FIRST_TRY_ROUNDS", "SMALL")
+    saved = [getattr(gated_auction, name) for name in names]
     try:
-        gated_auction.GU_ROUNDS, gated_auction.FIRST_TRY_ROUNDS, gated_auction.SMALL = gu_rounds, 0, 4
+        for name, value in zip(names, (gu_rounds, gu_cap, reverse, 0, 4)):
+            setattr(gated_auction, name, value)
         got_r, got_c = auction.solve_gated(n, m, rows, cols, cost, row_un, col_un, emulate=True)
     finally:
-        gated_auction.GU_ROUNDS, gated_auction.FIRST_TRY_ROUNDS, gated_auction.SMALL = saved
+        for name, value in zip(names, saved):
+            setattr(gated_auction, name, value)
     ref_r, ref_c = _scipy.solve_gated(n, m, rows, cols, cost, row_un, col_un)
     np.testing.assert_allclose(gated_objective(rows, cols, got_r, got_c, cost, row_un, col_un),
                                gated_objective(rows, cols, ref_r, ref_c, cost, row_un, col_un),
                                rtol=1e-9, atol=1e-9)
 
 
-def test_emulated_global_update_keeps_eps_cs():
-    # after a stage of a scaled phase, one global update: every assigned row still within eps of its best
-    # option, free columns keep their prices, no price falls
+@pytest.mark.parametrize("forward", [True, False])
+def test_emulated_global_update_keeps_eps_cs(forward):
+    # after a phase at the second eps, one global update: every assigned row still within eps of its best
+    # option, unowned columns keep their prices, and prices only rise (forward) / fall and stay >= 0 (reverse)
     rows, cols, cost, shape, un = generous_gate_instance(300, 0.5, seed=11)
     n, m = shape
     mapping, max_cost, _ = auction._integer_map(np, np.concatenate([cost - 2 * un, np.zeros(1)]), n + m)
@@ -202,8 +209,9 @@ def test_emulated_global_update_keeps_eps_cs():
     kern.phase(prob, ws, eps, False, 10**6, tail=True, finish=0)
     before = ws.price.copy()
     free = ws.owner < 0
-    gated_auction.global_update(prob, ws)
-    assert (ws.price >= before).all() and (ws.price[free] == before[free]).all() and (ws.price > before).any()
+    gated_auction.global_update(prob, ws, forward=forward)
+    assert (ws.price[free] == before[free]).all() and (ws.price != before).any()
+    assert (ws.price >= before).all() if forward else ((ws.price <= before).all() and (ws.price >= 0).all())
     for i in range(n):
         a = int(ws.assigned[i])
         if a == -1:
@@ -499,14 +507,16 @@ def test_gated_finisher_settings(finish, small, early_stop, step, integer, monke
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("gu_rounds, gu_cap, small", [(1, 0, 256), (8, 0, 64), (32, 16, 256), (8, 1, 1024),
-                                                      (128, 256, 0)])
+@pytest.mark.parametrize("gu_rounds, gu_cap, small, reverse", [(1, 0, 256, True), (8, 0, 64, False),
+                                                               (32, 16, 256, True), (8, 1, 1024, True),
+                                                               (128, 256, 0, False), (10**6, 16, 256, True)])
 @pytest.mark.parametrize("step", [0.3, 0.5])
 @pytest.mark.parametrize("integer", [False, True])
-def test_gated_global_update_settings(gu_rounds, gu_cap, small, step, integer, monkeypatch):
-    # the forward stages' global price updates (gated_auction.cu, global_update), capped and not
+def test_gated_global_update_settings(gu_rounds, gu_cap, small, reverse, step, integer, monkeypatch):
+    # the global price updates (gated_auction.cu, global_update), capped and not, forward stages or both
     monkeypatch.setattr(gated_auction, "GU_ROUNDS", gu_rounds)
     monkeypatch.setattr(gated_auction, "GU_CAP", gu_cap)
+    monkeypatch.setattr(gated_auction, "GU_REVERSE", reverse)
     monkeypatch.setattr(gated_auction, "SMALL", small)
     assert_generous_gate_exact(step, int(step * 10) + integer, integer)
     if step == 0.5 and small > 0:  # (with SMALL = 0 the grid rounds run to the end: no tail, no update)

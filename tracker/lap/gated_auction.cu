@@ -216,97 +216,6 @@ __device__ void fwd_bid(const Prob& p, const State& s, const int* list, int coun
     }
 }
 
-// Thread per listed row: the highest bid of each column wins it; the losers and the evicted owners are
-// listed for the next round. The loop is warp-uniform (warp_append uses full masks).
-__device__ void fwd_claim(const State& s, const int* list, int count, int* next, int* next_count, int tid,
-                          int nthreads) {
-    const int lane = threadIdx.x & 31;
-    for (int base = tid - lane; base < count; base += nthreads) {
-        const int t = base + lane;
-        bool push_self = false, push_old = false;
-        int i = -1, old = -1;
-        if (t < count) {
-            i = list[t];
-            const int j = s.target[i];
-            if (j >= 0) {
-                if ((u64)s.bid[i] == s.col_bid[j] && atomicCAS(&s.winner[j], -1, i) == -1) {
-                    old = s.owner[j];
-                    s.owner[j] = i;
-                    s.price[j] = s.bid[i];
-                    s.assigned[i] = j;
-                    s.acost[i] = s.tcost[i];
-                    if (old >= 0) {
-                        s.assigned[old] = FREE;
-                        push_old = true;
-                    }
-                } else {
-                    push_self = true;
-                }
-            }
-        }
-        warp_append(push_self, i, next, next_count, lane);
-        warp_append(push_old, old, next, next_count, lane);
-    }
-}
-
-__device__ void fwd_reset(const State& s, const int* list, int count, int tid, int nthreads) {
-    for (int t = tid; t < count; t += nthreads) {
-        const int j = s.target[list[t]];
-        if (j >= 0) {
-            s.col_bid[j] = 0;
-            s.winner[j] = -1;
-        }
-    }
-}
-
-// Gauss-Seidel forward (warp 0 of block 0, at most GS_MAX rows listed): one row at a time with the latest
-// prices. Returns the rounds done; rows still queued (max_rounds reached) go back to the list.
-__device__ int fwd_gauss_seidel(const Prob& p, const State& s, int* list, int* count, i64 eps, int it,
-                                int max_rounds) {
-    __shared__ int queue[GS_MAX];
-    const int lane = threadIdx.x & 31;
-    int n_queued = *(volatile int*)count;
-    for (int t = lane; t < n_queued; t += 32) queue[t] = list[t];
-    __syncwarp();
-    int head = 0;
-    while (n_queued > 0 && it < max_rounds) {
-        const int i = queue[head];
-        i64 b1, b2;
-        int j1;
-        row_best(p, s.price, i, lane, b1, j1, b2);
-        int evicted = -1;
-        if (lane == 0) {
-            if (b1 >= INF64) {
-                atomicExch(&s.counts[C_ERROR], 1);
-            } else if (j1 == NO_COL) {
-                s.assigned[i] = PRIVATE;
-                s.acost[i] = p.priv[i];
-            } else {
-                const i64 gap = b2 >= INF64 ? p.single_gap : b2 - b1;
-                s.acost[i] = b1 - s.price[j1];
-                s.price[j1] += max(gap, eps);
-                evicted = s.owner[j1];
-                s.owner[j1] = i;
-                s.assigned[i] = j1;
-                if (evicted >= 0) s.assigned[evicted] = FREE;
-            }
-        }
-        evicted = __shfl_sync(0xffffffffu, evicted, 0);
-        head = (head + 1) % GS_MAX;
-        --n_queued;
-        if (evicted >= 0) {
-            if (lane == 0) queue[(head + n_queued) % GS_MAX] = evicted;
-            ++n_queued;
-        }
-        __syncwarp();
-        ++it;
-        if (*(volatile int*)&s.counts[C_ERROR]) break;
-    }
-    for (int t = lane; t < n_queued; t += 32) list[t] = queue[(head + t) % GS_MAX];
-    if (lane == 0) *count = n_queued;
-    return it;
-}
-
 // ----------------------------------------------------------------- reverse ---
 
 __device__ void rev_bid(const Prob& p, const State& s, const int* list, int count, i64 eps, int warp, int nwarps,
@@ -332,88 +241,141 @@ __device__ void rev_bid(const Prob& p, const State& s, const int* list, int coun
     }
 }
 
-__device__ void rev_claim(const State& s, const int* list, int count, int* next, int* next_count, int tid,
-                          int nthreads) {
+// ------------------------------------------------------- claims (both ways) ---
+
+// The conflicts of a Jacobi round, one thread per listed entry (forward: rows bidding for columns; reverse:
+// stale columns bidding for rows). Forward, the highest bid of each column wins it and its owner is evicted;
+// reverse, the lowest resulting value of each row wins it and the column it leaves is stale again if its
+// price is > 0. Losers and the evicted are listed for the next round. The loop is warp-uniform
+// (warp_append uses full masks).
+template <bool FWD>
+__device__ void claim(const State& s, const int* list, int count, int* next, int* next_count, int tid,
+                      int nthreads) {
+    const int* target = FWD ? s.target : s.rtarget;
+    const i64* offer = FWD ? s.bid : s.rval;
+    const u64* best = FWD ? s.col_bid : s.row_bid;
+    int* winner = FWD ? s.winner : s.row_winner;
     const int lane = threadIdx.x & 31;
     for (int base = tid - lane; base < count; base += nthreads) {
         const int t = base + lane;
         bool push_self = false, push_old = false;
-        int j = -1, old = -1;
+        int x = -1, old = -1;
         if (t < count) {
-            j = list[t];
-            const int i = s.rtarget[j];
-            if (i >= 0) {
-                if ((u64)s.rval[j] == s.row_bid[i] && atomicCAS(&s.row_winner[i], -1, j) == -1) {
-                    old = s.assigned[i];
-                    s.assigned[i] = j;
-                    s.acost[i] = s.rcost[j];
+            x = list[t];
+            const int y = target[x];
+            if (y >= 0) {
+                if ((u64)offer[x] == best[y] && atomicCAS(&winner[y], -1, x) == -1) {
+                    const int i = FWD ? x : y, j = FWD ? y : x;
+                    old = FWD ? s.owner[j] : s.assigned[i];
                     s.owner[j] = i;
-                    s.price[j] = s.rnewp[j];
+                    s.assigned[i] = j;
+                    s.price[j] = FWD ? s.bid[i] : s.rnewp[j];
+                    s.acost[i] = FWD ? s.tcost[i] : s.rcost[j];
                     if (old >= 0) {
-                        s.owner[old] = FREE;
-                        push_old = s.price[old] > 0;
+                        if (FWD) s.assigned[old] = FREE;
+                        else s.owner[old] = FREE;
+                        push_old = FWD || s.price[old] > 0;
                     }
                 } else {
                     push_self = true;
                 }
             }
         }
-        warp_append(push_self, j, next, next_count, lane);
+        warp_append(push_self, x, next, next_count, lane);
         warp_append(push_old, old, next, next_count, lane);
     }
 }
 
-__device__ void rev_reset(const State& s, const int* list, int count, int tid, int nthreads) {
+// The bids of a round back at rest (forward: columns' best bids 0; reverse: rows' best values UINF64).
+template <bool FWD>
+__device__ void reset_bids(const State& s, const int* list, int count, int tid, int nthreads) {
+    const int* target = FWD ? s.target : s.rtarget;
+    u64* best = FWD ? s.col_bid : s.row_bid;
+    int* winner = FWD ? s.winner : s.row_winner;
     for (int t = tid; t < count; t += nthreads) {
-        const int i = s.rtarget[list[t]];
-        if (i >= 0) {
-            s.row_bid[i] = UINF64;
-            s.row_winner[i] = -1;
+        const int y = target[list[t]];
+        if (y >= 0) {
+            best[y] = FWD ? 0 : UINF64;
+            winner[y] = -1;
         }
     }
 }
 
-__device__ int rev_gauss_seidel(const Prob& p, const State& s, int* list, int* count, i64 eps, int it,
-                                int max_rounds) {
-    __shared__ int rqueue[GS_MAX];
-    const int lane = threadIdx.x & 31;
-    int n_queued = *(volatile int*)count;
-    for (int t = lane; t < n_queued; t += 32) rqueue[t] = list[t];
-    __syncwarp();
-    int head = 0;
-    while (n_queued > 0 && it < max_rounds) {
-        const int j = rqueue[head];
+// One Gauss-Seidel bid with the latest prices (warp 0; every lane gets the result): forward, row i takes
+// its best column (or its private option) and raises the price by max(gap, eps); reverse, stale column j
+// takes its best row at price max(0, beta_2 - eps) or drops to price 0. Returns the entry to queue next (the
+// evicted row; the column left stale), or -1.
+template <bool FWD>
+__device__ int gauss_seidel_bid(const Prob& p, const State& s, int x, i64 eps, int lane) {
+    int next = -1;
+    if (FWD) {
+        i64 b1, b2;
+        int j1;
+        row_best(p, s.price, x, lane, b1, j1, b2);
+        if (lane == 0) {
+            if (b1 >= INF64) {
+                atomicExch(&s.counts[C_ERROR], 1);
+            } else if (j1 == NO_COL) {
+                s.assigned[x] = PRIVATE;
+                s.acost[x] = p.priv[x];
+            } else {
+                const i64 gap = b2 >= INF64 ? p.single_gap : b2 - b1;
+                s.acost[x] = b1 - s.price[j1];
+                s.price[j1] += max(gap, eps);
+                next = s.owner[j1];
+                s.owner[j1] = x;
+                s.assigned[x] = j1;
+                if (next >= 0) s.assigned[next] = FREE;
+            }
+        }
+    } else {
         i64 b1, c1, b2;
         int i1;
-        col_best(p, s, j, lane, b1, i1, c1, b2);
-        int freed = -1;
+        col_best(p, s, x, lane, b1, i1, c1, b2);
         if (lane == 0) {
             if (b1 <= eps) {
-                s.price[j] = 0;
+                s.price[x] = 0;
             } else {
                 const i64 newp = (b2 <= -INF64 || b2 - eps <= 0) ? 0 : b2 - eps;
                 const int old = s.assigned[i1];
-                s.assigned[i1] = j;
+                s.assigned[i1] = x;
                 s.acost[i1] = c1;
-                s.owner[j] = i1;
-                s.price[j] = newp;
+                s.owner[x] = i1;
+                s.price[x] = newp;
                 if (old >= 0) {
                     s.owner[old] = FREE;
-                    if (s.price[old] > 0) freed = old;
+                    if (s.price[old] > 0) next = old;
                 }
             }
         }
-        freed = __shfl_sync(0xffffffffu, freed, 0);
+    }
+    return __shfl_sync(0xffffffffu, next, 0);
+}
+
+// Gauss-Seidel rounds (warp 0 of block 0, at most GS_MAX entries listed): one bid at a time with the latest
+// prices. Returns the rounds done; entries still queued (max_rounds reached) go back to the list.
+template <bool FWD>
+__device__ int gauss_seidel(const Prob& p, const State& s, int* list, int* count, i64 eps, int it,
+                            int max_rounds) {
+    __shared__ int queue[GS_MAX];
+    const int lane = threadIdx.x & 31;
+    int n_queued = *(volatile int*)count;
+    for (int t = lane; t < n_queued; t += 32) queue[t] = list[t];
+    __syncwarp();
+    int head = 0;
+    while (n_queued > 0 && it < max_rounds) {
+        const int next = gauss_seidel_bid<FWD>(p, s, queue[head], eps, lane);
         head = (head + 1) % GS_MAX;
         --n_queued;
-        if (freed >= 0) {
-            if (lane == 0) rqueue[(head + n_queued) % GS_MAX] = freed;
+        if (next >= 0) {
+            if (lane == 0) queue[(head + n_queued) % GS_MAX] = next;
             ++n_queued;
         }
         __syncwarp();
         ++it;
+        if (*(volatile int*)&s.counts[C_ERROR]) break;
     }
-    for (int t = lane; t < n_queued; t += 32) list[t] = rqueue[(head + t) % GS_MAX];
+    for (int t = lane; t < n_queued; t += 32) list[t] = queue[(head + t) % GS_MAX];
     if (lane == 0) *count = n_queued;
     return it;
 }
@@ -440,38 +402,49 @@ __device__ int rev_gauss_seidel(const Prob& p, const State& s, int* list, int* c
 
 // ------------------------------------------------------------ global update ---
 
-// Global price update (forward stage; the global update of Goldberg & Kennedy's cost scaling, in auction
-// terms). With generous gates a free row's eviction chain must lift the prices of a whole crowd of columns
-// before it reaches an exit (a free column, or some row's private option), one bid of about eps each: tens
-// of thousands of rounds with a handful of bidders. Instead, every column v gets dist(v), the shortest path
-// (on the clipped reduced costs r+ = max(cost + price - own, 0)) from v through its owner's other columns to
-// an exit: 0 for a free column, max(priv_i - own_i, 0) via owner i's private option. Then price[v] += dist(v).
-// eps-CS survives: for row i on v and any column k of i, dist(v) <= r+(i, k) + dist(k), so the new reduced
-// cost r + dist(k) - dist(v) >= r - r+ >= -eps; i's private option stays within reach (dist(v) <= priv_i -
-// own_i when that is >= 0). Free columns keep their prices. Label-correcting rounds over a frontier (warp per
-// column, its rows by the CSC), grid-wide; the labels live in the finisher's dist/inq/front arrays (left at
-// rest: INF64 / -1).
+// Global price update (the global update of Goldberg & Kennedy's cost scaling, in auction terms). With
+// generous gates a free row's eviction chain must lift the prices of a whole crowd of columns before it
+// reaches an exit, one bid of about eps each: tens of thousands of rounds with a handful of bidders (and the
+// reverse stage's stale columns must bring a crowd's prices down likewise). Instead, in one grid-wide search:
 //
-// cap (> 0): raise by min(dist(v), cap) instead (any cap keeps eps-CS: min(dist(v), cap) <= r+ + min(dist(k),
-// cap)); labels at or above the cap are not propagated, so the search stays near the exits. Uncapped, the
-// columns far from every free row were raised to their owners' private options, and the next phases'
-// reverse stages fought their prices back down (H100, lap_generous_h100.md).
+// Forward (FWD): every column v gets dist(v), the shortest path (on the clipped reduced costs r+ = max(cost +
+// price - own, 0)) from v through its owner's other columns to an exit: 0 for a free column, max(priv_i -
+// own_i, 0) via owner i's private option. Then price[v] += dist(v). eps-CS survives: for row i on v and any
+// column k of i, dist(v) <= r+(i, k) + dist(k), so the new reduced cost r + dist(k) - dist(v) >= r - r+ >=
+// -eps; i's private option stays within reach (dist(v) <= priv_i - own_i when that is >= 0).
+// Reverse (every row assigned): every row x gets dist(x), the shortest path from x through the other rows of
+// its column to an exit: 0 for a row on its private option, price[c] for x's column c left unmatched at
+// price 0. Then x's value, and c's price, fall by dist(x) (prices stay >= 0). For row y on k and a column c
+// of x, dist(y) <= r+(x, c) + dist(x): the mirror argument.
+//
+// cap (> 0): labels are min(dist, cap) (any cap keeps eps-CS: min(dist(v), cap) <= r+ + min(dist(k), cap));
+// labels at the cap are not propagated, so the search stays near the exits. Label-correcting rounds over a
+// frontier (warp per node, its edges by the CSC forward, the CSR reverse), grid-wide; the labels live in the
+// finisher's dist/inq/front arrays (left at rest: INF64 / -1).
+template <bool FWD>
 __device__ void global_update(cg::grid_group& g, const Prob& p, const State& s, i64 cap) {
     const int gtid = blockIdx.x * blockDim.x + threadIdx.x, nthreads = gridDim.x * blockDim.x;
     const int lane = threadIdx.x & 31, gwarp = gtid >> 5, nwarps = nthreads >> 5;
-    for (int v = gtid; v < p.m; v += nthreads) {
-        const int i = s.owner[v];
+    const int N = FWD ? p.m : p.n;
+    for (int v = gtid; v < N; v += nthreads) {
         i64 d = INF64;
-        if (i < 0) {
-            d = 0;
-        } else if (p.priv[i] < INF64) {
-            d = clip0(p.priv[i] - (s.acost[i] + s.price[v]));
+        if (FWD) {
+            const int i = s.owner[v];
+            if (i < 0) d = 0;
+            else if (p.priv[i] < INF64) d = clip0(p.priv[i] - (s.acost[i] + s.price[v]));
+        } else {
+            const int a = s.assigned[v];
+            if (a == PRIVATE) d = 0;
+            else if (a >= 0) d = s.price[a];
         }
         d = d < cap ? d : cap;
         if (d < INF64) s.dist[v] = d;
         if (d < cap) s.front0[atomicAdd(&s.counts[C_GF], 1)] = v;
     }
     g.sync();
+    const i64* ptr = FWD ? p.cptr : p.indptr;
+    const int* other = FWD ? p.crows : p.cols;
+    const i64* edge = FWD ? p.ccost : p.cost;
     int round = 0;
     while (true) {
         const int cnt = *(volatile int*)&s.counts[C_GF + round % 3];
@@ -483,13 +456,15 @@ __device__ void global_update(cg::grid_group& g, const Prob& p, const State& s, 
         for (int t = gwarp; t < cnt; t += nwarps) {
             const int k = cur[t];
             const i64 dk = *(volatile i64*)&s.dist[k];
-            const i64 pk = s.price[k];
-            const i64 end = p.cptr[k + 1];
-            for (i64 q = p.cptr[k] + lane; q < end; q += 32) {
-                const int i = p.crows[q];
-                const int v = s.assigned[i];
+            const i64 base = FWD ? s.price[k] : -own_value(p, s, k);
+            const i64 end = ptr[k + 1];
+            for (i64 q = ptr[k] + lane; q < end; q += 32) {
+                // forward: row x of column k, its column v; reverse: column x of row k, its owner v
+                const int x = other[q];
+                const int v = FWD ? s.assigned[x] : s.owner[x];
                 if (v < 0 || v == k) continue;
-                const i64 nd = dk + clip0(p.ccost[q] + pk - (s.acost[i] + s.price[v]));
+                const i64 r = FWD ? edge[q] + base - (s.acost[x] + s.price[v]) : edge[q] + s.price[x] + base;
+                const i64 nd = dk + clip0(r);
                 if (nd < cap && nd < *(volatile i64*)&s.dist[v]) {
                     const i64 old = atomicMin((long long*)&s.dist[v], (long long)nd);
                     if (nd < old && atomicExch(&s.inq[v], round) != round) nxt[atomicAdd(nxt_count, 1)] = v;
@@ -499,9 +474,12 @@ __device__ void global_update(cg::grid_group& g, const Prob& p, const State& s, 
         g.sync();
         ++round;
     }
-    for (int v = gtid; v < p.m; v += nthreads) {
+    for (int v = gtid; v < N; v += nthreads) {
         const i64 d = s.dist[v];
-        if (d > 0 && d < INF64 && s.owner[v] >= 0) s.price[v] += d;
+        if (d > 0 && d < INF64) {
+            if (FWD && s.owner[v] >= 0) s.price[v] += d;
+            if (!FWD && s.assigned[v] >= 0) s.price[s.assigned[v]] -= d;
+        }
         s.dist[v] = INF64;
         s.inq[v] = -1;
     }
@@ -535,8 +513,7 @@ __device__ void block_rounds(const Prob& p, const State& s, i64 eps, int gs_rows
         }
         if (count <= gs_rows) {
             if (warp == 0) {
-                rounds = FORWARD ? fwd_gauss_seidel(p, s, cur, &s.counts[parity], eps, rounds, limit)
-                                 : rev_gauss_seidel(p, s, cur, &s.counts[parity], eps, rounds, limit);
+                rounds = gauss_seidel<FORWARD>(p, s, cur, &s.counts[parity], eps, rounds, limit);
             }
             __syncthreads();  // (only thread 0's `rounds` is read after this: the others' is stale)
             break;
@@ -546,11 +523,9 @@ __device__ void block_rounds(const Prob& p, const State& s, i64 eps, int gs_rows
         if (FORWARD) fwd_bid(p, s, cur, count, eps, warp, nw, lane);
         else rev_bid(p, s, cur, count, eps, warp, nw, lane);
         __syncthreads();
-        if (FORWARD) fwd_claim(s, cur, count, nxt, &s.counts[1 - parity], tid, blockDim.x);
-        else rev_claim(s, cur, count, nxt, &s.counts[1 - parity], tid, blockDim.x);
+        claim<FORWARD>(s, cur, count, nxt, &s.counts[1 - parity], tid, blockDim.x);
         __syncthreads();
-        if (FORWARD) fwd_reset(s, cur, count, tid, blockDim.x);
-        else rev_reset(s, cur, count, tid, blockDim.x);
+        reset_bids<FORWARD>(s, cur, count, tid, blockDim.x);
         __syncthreads();
         parity ^= 1;
         ++rounds;
@@ -558,8 +533,8 @@ __device__ void block_rounds(const Prob& p, const State& s, i64 eps, int gs_rows
 }
 
 // Rounds of one stage (forward: rows; reverse: columns) on the lists by parity: grid-wide while more than
-// `small` entries are listed, then block 0 alone. Forward with gu_rounds > 0 (and tail): a global price
-// update each time the grid hands over to block 0, and again after every gu_rounds block rounds.
+// `small` entries are listed, then block 0 alone. With gu_rounds > 0 (and tail): a global price update
+// (global_update) each time the grid hands over to block 0, and again after every gu_rounds block rounds.
 // counts[stat] accumulates the rounds.
 template <bool FORWARD>
 __device__ void stage(cg::grid_group& g, const Prob& p, const State& s, i64 eps, int small, int gs_rows,
@@ -577,20 +552,18 @@ __device__ void stage(cg::grid_group& g, const Prob& p, const State& s, i64 eps,
             if (FORWARD) fwd_bid(p, s, cur, count, eps, gwarp, nwarps, lane);
             else rev_bid(p, s, cur, count, eps, gwarp, nwarps, lane);
             g.sync();
-            if (FORWARD) fwd_claim(s, cur, count, nxt, &s.counts[1 - parity], gtid, nthreads);
-            else rev_claim(s, cur, count, nxt, &s.counts[1 - parity], gtid, nthreads);
+            claim<FORWARD>(s, cur, count, nxt, &s.counts[1 - parity], gtid, nthreads);
             g.sync();
-            if (FORWARD) fwd_reset(s, cur, count, gtid, nthreads);
-            else rev_reset(s, cur, count, gtid, nthreads);
+            reset_bids<FORWARD>(s, cur, count, gtid, nthreads);
             g.sync();
             parity ^= 1;
             ++rounds;
             ++grid_rounds;
         }
-        if (!FORWARD || gu_rounds <= 0 || !tail) break;
+        if (gu_rounds <= 0 || !tail) break;
         const int count = *(volatile int*)&s.counts[parity];
         if (count == 0 || rounds >= max_rounds || *(volatile int*)&s.counts[C_ERROR]) break;
-        global_update(g, p, s, gu_cap);
+        global_update<FORWARD>(g, p, s, gu_cap);
         if (blockIdx.x == 0) {
             const int limit = rounds + gu_rounds < max_rounds ? rounds + gu_rounds : max_rounds;
             if (threadIdx.x == 0) s.counts[C_BROUNDS] = rounds;
@@ -630,7 +603,7 @@ __device__ void stage(cg::grid_group& g, const Prob& p, const State& s, i64 eps,
 // in block 0, with shortest augmenting paths for its last `finish` bidders.
 extern "C" __global__ void __launch_bounds__(MAX_THREADS, 1)
     ga_phase(PROB_ARGS, i64* ws64, int* ws32, i64 eps, int first, int small, int gs_rows, int finish,
-             int tail, int max_rounds, int gu_rounds, i64 gu_cap) {
+             int tail, int max_rounds, int gu_rounds, i64 gu_cap, int gu_reverse) {
     MAKE_PROB;
     cg::grid_group g = cg::this_grid();
     const State s = carve(ws64, ws32, n_, m_);
@@ -673,5 +646,6 @@ extern "C" __global__ void __launch_bounds__(MAX_THREADS, 1)
         }
     }
     g.sync();
-    stage<false>(g, p, s, eps, small, gs_rows, finish, tail, max_rounds, 0, INF64, C_REV);
+    stage<false>(g, p, s, eps, small, gs_rows, finish, tail, max_rounds, gu_reverse ? gu_rounds : 0, gu_cap,
+                 C_REV);
 }

@@ -87,6 +87,8 @@ but slower on the H100 (``benchmarks/results/lap_generous_h100.md``, "Global pri
 f = 0.5, they cut the forward rounds from 551k to 7k-54k, but the reverse rounds grew from 529k to 1.5-2.6M
 (prices raised where no free row needed them come back down one reverse bid at a time): 3.4-12.9 s against
 2.0 s; f = 0.3: 60-186 ms against 46 ms."""
+GU_REVERSE = True
+"""... and in the reverse stages (the mirror image: rows' values fall by their distance to an exit)."""
 GU_CAP = 16
 """... raising each price by at most this many times the phase's eps (0: no cap; any cap keeps eps-CS; 1, 16
 and 256 measured, same table)."""
@@ -269,7 +271,7 @@ class _Cuda:
         self.function((self.blocks(THREADS),), (THREADS,),
                       (*prob.args, ws.ws64, ws.ws32, np.int64(eps), np.int32(bool(first)), np.int32(SMALL),
                        np.int32(GS_ROWS), np.int32(finish), np.int32(bool(tail)), np.int32(min(cap, MAX_ROUNDS)),
-                       np.int32(gu_rounds), np.int64(min(gu_cap, INF64))))
+                       np.int32(gu_rounds), np.int64(min(gu_cap, INF64)), np.int32(bool(GU_REVERSE))))
         return ws.counts.get()
 
 
@@ -340,9 +342,11 @@ class _Emulated:
             return counts
         stale = [j for j in range(prob.m) if owner[j] == -1 and price[j] > 0]
         counts[_C_STALE] = len(stale)
-        stale, counts[_C_REV], counts[_C_RPATH], _ = _settle(
+        stale, counts[_C_REV], counts[_C_RPATH], reverse_updates = _settle(
             stale, lambda left: self._reverse_round(prob, ws, left, eps),
-            lambda j: gated_finish.reverse(prob, ws, j), cap, tail, finish)
+            lambda j: gated_finish.reverse(prob, ws, j), cap, tail, finish,
+            lambda: global_update(prob, ws, gu_cap, forward=False), gu_rounds if GU_REVERSE else 0)
+        counts[_C_GUPD] += reverse_updates
         if stale and tail:
             counts[_C_ERROR] = 2
         return counts
@@ -376,21 +380,7 @@ class _Emulated:
                 continue
             gap = prob.single_gap if b2 >= INF64 else b2 - b1
             bids[i] = (j1, int(ws.price[j1]) + max(gap, eps), b1 - int(ws.price[j1]))
-        best = {}
-        for i, (j, b, _) in bids.items():  # the first highest bid of each column wins (list order)
-            if j not in best or b > bids[best[j]][1]:
-                best[j] = i
-        following = []
-        for i, (j, b, tc) in bids.items():
-            if best[j] != i:
-                following.append(i)
-                continue
-            old = int(ws.owner[j])
-            ws.owner[j], ws.price[j], ws.assigned[i], ws.acost[i] = i, b, j, tc
-            if old >= 0:
-                ws.assigned[old] = -1
-                following.append(old)
-        return following
+        return _claim(ws, {i: (j, -b, b, tc) for i, (j, b, tc) in bids.items()}, forward=True)
 
     def _reverse_round(self, prob, ws, stale, eps):
         offers = {}
@@ -405,49 +395,76 @@ class _Emulated:
             newp = 0 if b2 is None or b2 - eps <= 0 else b2 - eps
             i1, c1 = -betas[0][1], betas[0][2]
             offers[j] = (i1, c1 + newp, newp, c1)
-        best = {}
-        for j, (i, val, _, _) in offers.items():  # the first lowest value for each row wins (list order)
-            if i not in best or val < offers[best[i]][1]:
-                best[i] = j
-        following = []
-        for j, (i, val, newp, c) in offers.items():
-            if best[i] != j:
-                following.append(j)
-                continue
-            old = int(ws.assigned[i])
-            ws.assigned[i], ws.acost[i], ws.owner[j], ws.price[j] = j, c, i, newp
-            if old >= 0:
+        return _claim(ws, offers, forward=False)
+
+
+def _claim(ws: _Workspace, offers: dict, forward: bool) -> list:
+    """The conflicts of a Jacobi round (the kernel's ``claim``): ``offers[x] = (y, key, price, cost)``, forward
+    from row ``x`` for column ``y`` (key: minus the bid), reverse from stale column ``x`` for row ``y`` (key: the
+    row's resulting value); the first lowest key for each ``y`` wins (list order), ``y``'s column takes the
+    price and the row the edge cost. Returns the losers and the evicted rows / the columns left stale."""
+    best = {}
+    for x, (y, key, _, _) in offers.items():
+        if y not in best or key < offers[best[y]][1]:
+            best[y] = x
+    following = []
+    for x, (y, _, price, cost) in offers.items():
+        if best[y] != x:
+            following.append(x)
+            continue
+        i, j = (x, y) if forward else (y, x)
+        old = int(ws.owner[j] if forward else ws.assigned[i])
+        ws.owner[j], ws.assigned[i], ws.price[j], ws.acost[i] = i, j, price, cost
+        if old >= 0:
+            if forward:
+                ws.assigned[old] = -1
+            else:
                 ws.owner[old] = -1
-                if ws.price[old] > 0:
-                    following.append(old)
-        return following
+            if forward or ws.price[old] > 0:
+                following.append(old)
+    return following
 
 
-def global_update(prob: _Problem, ws: _Workspace, cap: int = INF64) -> None:
+def global_update(prob: _Problem, ws: _Workspace, cap: int = INF64, forward: bool = True) -> None:
     """The kernel's global price update in NumPy (``global_update`` in ``gated_auction.cu``, which says why it
-    keeps eps-CS): every owned column's price rises by its shortest clipped reduced-cost distance to an exit
-    (a free column: 0; its owner's private option: ``max(priv - own, 0)``), at most ``cap``, by Bellman-Ford
-    rounds."""
+    keeps eps-CS), by Bellman-Ford rounds, each label at most ``cap``.
+
+    Forward: every owned column's price rises by its shortest clipped reduced-cost distance to an exit (a
+    free column: 0; its owner's private option: ``max(priv - own, 0)``). Reverse (every row assigned): every
+    row's value falls by its distance to an exit (its private option: 0; its column left unmatched at price 0:
+    the column's price), its column's price with it.
+    """
     price, owner, assigned, acost = ws.price, ws.owner, ws.assigned, ws.acost
-    m = prob.m
-    dist = np.full(m, INF64, dtype=np.int64)
-    owned = owner >= 0
-    dist[~owned] = 0
-    o = owner[owned].astype(np.int64)
-    own_o = acost[o] + price[owned]
-    dist[owned] = np.where(prob.priv[o] < INF64, np.maximum(prob.priv[o] - own_o, 0), INF64)
-    rows = np.repeat(np.arange(prob.n), np.diff(prob.indptr))
+    n, m = prob.n, prob.m
+    rows = np.repeat(np.arange(n), np.diff(prob.indptr))
     k = prob.cols.astype(np.int64)
-    v = assigned[rows].astype(np.int64)
-    keep = (v >= 0) & (v != k)
-    rows, k, v, c = rows[keep], k[keep], v[keep], prob.cost[keep]
-    weight = np.maximum(c + price[k] - (acost[rows] + price[v]), 0)
+    a = assigned.astype(np.int64)
+    own = np.where(a == PRIVATE, prob.priv, np.where(a >= 0, acost + price[np.maximum(a, 0)], INF64))
+    if forward:
+        dist = np.full(m, INF64, dtype=np.int64)
+        owned = owner >= 0
+        dist[~owned] = 0
+        o = owner[owned].astype(np.int64)
+        dist[owned] = np.where(prob.priv[o] < INF64, np.maximum(prob.priv[o] - own[o], 0), INF64)
+        source, target = k, a[rows]  # column k -> the column of a row of k
+        keep = (target >= 0) & (target != k)
+        weight = np.maximum(prob.cost[keep] + price[k[keep]] - own[rows[keep]], 0)
+    else:
+        dist = np.where(a == PRIVATE, 0, np.where(a >= 0, price[np.maximum(a, 0)], INF64)).astype(np.int64)
+        source, target = rows, owner[k].astype(np.int64)  # row y -> the owner of a column of y
+        keep = (target >= 0) & (target != rows)
+        weight = np.maximum(prob.cost[keep] + price[k[keep]] - own[rows[keep]], 0)
+    source, target = source[keep], target[keep]
+    dist = np.minimum(dist, cap)
     while True:
-        reach = dist[k] < INF64
+        reach = dist[source] < cap
         before = dist.copy()
-        np.minimum.at(dist, v[reach], dist[k[reach]] + weight[reach])
+        np.minimum.at(dist, target[reach], dist[source[reach]] + weight[reach])
         if np.array_equal(before, dist):
             break
-    dist = np.minimum(dist, cap)
-    raise_ = owned & (dist > 0) & (dist < INF64)
-    price[raise_] += dist[raise_]
+    if forward:
+        lift = (owner >= 0) & (dist > 0) & (dist < INF64)
+        price[lift] += dist[lift]
+    else:
+        lower = (a >= 0) & (dist > 0) & (dist < INF64)
+        np.subtract.at(price, a[lower], dist[lower])

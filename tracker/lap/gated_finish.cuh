@@ -102,42 +102,28 @@ __device__ int fin_pred(const Prob& p, const State& s, const FinShared& sh, int 
     const int rv = s.lround[v];
     int best = FIN_NONE;
     i64 best_cost = 0;
-    if (FWD) {
-        for (i64 q = p.cptr[v] + lane; q < p.cptr[v + 1]; q += 32) {
-            const int i = p.crows[q];
-            i64 lab, phi;
-            if (i == src) {
-                lab = 0;
-                phi = sh.phi;
-            } else {
-                const int a = s.assigned[i];
-                if (a < 0 || s.dist[a] >= INF64 || s.lround[a] >= rv) continue;
-                lab = s.dist[a];
-                phi = s.acost[i] + s.price[a];
-            }
-            if (lab + clip0(p.ccost[q] + s.price[v] - phi) == dv && i < best) {
-                best = i;
-                best_cost = p.ccost[q];
-            }
+    // forward: column v's rows x (by the CSC), x's label that of its column; reverse: row v's columns x (by
+    // the CSR), x's label that of its owner
+    const i64* ptr = FWD ? p.cptr : p.indptr;
+    const int* other = FWD ? p.crows : p.cols;
+    const i64* edge = FWD ? p.ccost : p.cost;
+    const i64 own = FWD ? 0 : fin_own(p, s, v);
+    for (i64 q = ptr[v] + lane; q < ptr[v + 1]; q += 32) {
+        const int x = other[q];
+        i64 lab, phi;
+        if (x == src) {
+            lab = 0;
+            phi = sh.phi;
+        } else {
+            const int y = FWD ? s.assigned[x] : s.owner[x];
+            if (y < 0 || s.dist[y] >= INF64 || s.lround[y] >= rv) continue;
+            lab = s.dist[y];
+            phi = FWD ? s.acost[x] + s.price[y] : s.price[x];
         }
-    } else {
-        const i64 own = fin_own(p, s, v);
-        for (i64 k = p.indptr[v] + lane; k < p.indptr[v + 1]; k += 32) {
-            const int c = p.cols[k];
-            i64 lab, phi;
-            if (c == src) {
-                lab = 0;
-                phi = sh.phi;
-            } else {
-                const int o = s.owner[c];
-                if (o < 0 || s.dist[o] >= INF64 || s.lround[o] >= rv) continue;
-                lab = s.dist[o];
-                phi = s.price[c];
-            }
-            if (lab + clip0(p.cost[k] + phi - own) == dv && c < best) {
-                best = c;
-                best_cost = p.cost[k];
-            }
+        const i64 reduced = FWD ? edge[q] + s.price[v] - phi : edge[q] + phi - own;
+        if (lab + clip0(reduced) == dv && x < best) {
+            best = x;
+            best_cost = edge[q];
         }
     }
 #pragma unroll
@@ -251,63 +237,34 @@ __device__ void fin_one(const Prob& p, const State& s, FinShared& sh, int src) {
         return;
     }
     if (warp == 0) {
+        // forward: (row, its new column or PRIVATE); reverse: (row, the column that takes it), and a terminal
+        // column left unmatched as (-1, column). Next node: the partner's old column (forward) / row (reverse).
         int np = 0;
         const int t = sh.term;
-        int v;  // the node whose predecessor is wanted next; -1: done
-        if (FWD) {
-            if (t >= N) {
-                const int i = t - N;
-                if (lane == 0) {
-                    s.prow[0] = i;
-                    s.ptarget[0] = PRIVATE;
-                }
-                np = 1;
-                v = i == src ? -1 : s.assigned[i];
-            } else {
-                v = t;
+        int v = t;  // the node whose predecessor is wanted next; -1: done
+        if (t >= N) {  // a terminal partner: forward, a row's private option; reverse, a column left at price 0
+            const int x = t - N;
+            if (lane == 0) {
+                s.prow[0] = FWD ? x : -1;
+                s.ptarget[0] = FWD ? PRIVATE : x;
             }
-            while (v >= 0) {
-                i64 c;
-                const int i = fin_pred<true>(p, s, sh, src, v, c, lane);
-                if (i == FIN_NONE) {
-                    if (lane == 0) sh.err = 1;
-                    break;
-                }
-                if (lane == 0) {
-                    s.prow[np] = i;
-                    s.ptarget[np] = v;
-                    s.pcost[np] = c;
-                }
-                ++np;
-                v = i == src ? -1 : s.assigned[i];
+            np = 1;
+            v = x == src ? -1 : (FWD ? s.assigned[x] : s.owner[x]);
+        }
+        while (v >= 0) {
+            i64 c;
+            const int x = fin_pred<FWD>(p, s, sh, src, v, c, lane);
+            if (x == FIN_NONE) {
+                if (lane == 0) sh.err = 1;
+                break;
             }
-        } else {
-            if (t >= N) {
-                const int c = t - N;
-                if (lane == 0) {
-                    s.prow[0] = -1;
-                    s.ptarget[0] = c;
-                }
-                np = 1;
-                v = c == src ? -1 : s.owner[c];
-            } else {
-                v = t;
+            if (lane == 0) {
+                s.prow[np] = FWD ? x : v;
+                s.ptarget[np] = FWD ? v : x;
+                s.pcost[np] = c;
             }
-            while (v >= 0) {
-                i64 cst;
-                const int c = fin_pred<false>(p, s, sh, src, v, cst, lane);
-                if (c == FIN_NONE) {
-                    if (lane == 0) sh.err = 1;
-                    break;
-                }
-                if (lane == 0) {
-                    s.prow[np] = v;
-                    s.ptarget[np] = c;
-                    s.pcost[np] = cst;
-                }
-                ++np;
-                v = c == src ? -1 : s.owner[c];
-            }
+            ++np;
+            v = x == src ? -1 : (FWD ? s.assigned[x] : s.owner[x]);
         }
         if (lane == 0) sh.npath = np;
     }

@@ -45,6 +45,25 @@ def _own(prob, ws, i):
     return int(ws.acost[i]) + int(ws.price[a]) if a >= 0 else INF
 
 
+def _relax(heap, dist, pred, best, x, nd, via) -> None:
+    """Lower node ``x``'s label to ``nd`` (reached ``via``: partner and edge cost) if that beats both its label
+    and the best terminal so far (``best[0]``)."""
+    if nd < best[0] and nd < dist.get(x, INF):
+        dist[x], pred[x] = nd, via
+        heapq.heappush(heap, (nd, x))
+
+
+def _pops(heap, dist, best, visit) -> None:
+    """Dijkstra's pops: each node at its final label below the best terminal (``best[0]``, which ``visit`` may
+    lower), in order, to ``visit(node, label)``; stops when it returns True."""
+    while heap:
+        d, v = heapq.heappop(heap)
+        if d > dist[v]:
+            continue
+        if d >= best[0] or visit(v, d):
+            break
+
+
 def forward(prob, ws, s: int) -> None:
     """Settle free row ``s`` by one shortest augmenting path (updates ``ws`` in place)."""
     price, owner, assigned, acost = ws.price, ws.owner, ws.assigned, ws.acost
@@ -54,32 +73,28 @@ def forward(prob, ws, s: int) -> None:
     if not options:
         raise RuntimeError("a row without options")
     phi_s = min(options)
-    best_d, term = (int(prob.priv[s]) - phi_s, ("private", s)) if prob.priv[s] < INF else (INF, None)
+    best = [int(prob.priv[s]) - phi_s, ("private", s)] if prob.priv[s] < INF else [INF, None]
     dist, pred, heap = {}, {}, []
 
     def expand(i, d, phi):
-        nonlocal best_d, term
-        if i != s and prob.priv[i] < INF and d + max(int(prob.priv[i]) - phi, 0) < best_d:
-            best_d, term = d + max(int(prob.priv[i]) - phi, 0), ("private", i)
+        if i != s and prob.priv[i] < INF and d + max(int(prob.priv[i]) - phi, 0) < best[0]:
+            best[:] = d + max(int(prob.priv[i]) - phi, 0), ("private", i)
         for k in range(prob.indptr[i], prob.indptr[i + 1]):
             x = int(prob.cols[k])
-            nd = d + max(int(prob.cost[k]) + int(price[x]) - phi, 0)
-            if nd < best_d and nd < dist.get(x, INF):
-                dist[x], pred[x] = nd, (i, int(prob.cost[k]))
-                heapq.heappush(heap, (nd, x))
+            _relax(heap, dist, pred, best, x, d + max(int(prob.cost[k]) + int(price[x]) - phi, 0),
+                   (i, int(prob.cost[k])))
 
-    expand(s, 0, phi_s)
-    while heap:
-        d, v = heapq.heappop(heap)
-        if d > dist[v]:
-            continue
-        if d >= best_d:
-            break
+    def visit(v, d):
         if owner[v] < 0:
-            best_d, term = d, ("column", v)
-            break
+            best[:] = d, ("column", v)
+            return True
         i = int(owner[v])
         expand(i, d, int(acost[i]) + int(price[v]))
+        return False
+
+    expand(s, 0, phi_s)
+    _pops(heap, dist, best, visit)
+    best_d, term = best
     if term is None:
         raise RuntimeError("a row without options")
     path = []  # (row, new column or PRIVATE, its cost)
@@ -109,33 +124,29 @@ def reverse(prob, ws, j: int) -> None:
         return
     betas = [_own(prob, ws, int(prob.crows[q])) - int(prob.ccost[q]) for q in range(prob.cptr[j], prob.cptr[j + 1])]
     phi_j = max([0] + betas)
-    best_d, term = phi_j, ("column", j)
+    best = [phi_j, ("column", j)]
     dist, pred, heap = {}, {}, []
 
     def expand(c, d, phi, skip):
         for q in range(prob.cptr[c], prob.cptr[c + 1]):
             x = int(prob.crows[q])
-            if x == skip:
-                continue
-            nd = d + max(int(prob.ccost[q]) + phi - _own(prob, ws, x), 0)
-            if nd < best_d and nd < dist.get(x, INF):
-                dist[x], pred[x] = nd, (c, int(prob.ccost[q]))
-                heapq.heappush(heap, (nd, x))
+            if x != skip:
+                _relax(heap, dist, pred, best, x, d + max(int(prob.ccost[q]) + phi - _own(prob, ws, x), 0),
+                       (c, int(prob.ccost[q])))
 
-    expand(j, 0, phi_j, -1)
-    while heap:
-        d, v = heapq.heappop(heap)
-        if d > dist[v]:
-            continue
-        if d >= best_d:
-            break
+    def visit(v, d):
         a = int(assigned[v])
         if a == PRIVATE:
-            best_d, term = d, ("row", v)
-            break
-        if d + int(price[a]) < best_d:
-            best_d, term = d + int(price[a]), ("column", a)
+            best[:] = d, ("row", v)
+            return True
+        if d + int(price[a]) < best[0]:
+            best[:] = d + int(price[a]), ("column", a)
         expand(a, d, int(price[a]), v)
+        return False
+
+    expand(j, 0, phi_j, -1)
+    _pops(heap, dist, best, visit)
+    best_d, term = best
     value = {v: _own(prob, ws, v) - max(best_d - d, 0) for v, d in dist.items()}
     path = []  # (row, column that takes it, cost); (-1, column, 0): the column left unmatched at price 0
     if term[0] == "column":

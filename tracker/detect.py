@@ -9,8 +9,8 @@ are split by a sharper band-pass (:func:`_split_close_spots`).
 
 Every function takes NumPy or CuPy volumes and computes with the matching
 array module (NumPy and ``scipy.ndimage``, or the GPU kernels of
-:mod:`tracker.ndimage_gpu` and :mod:`tracker.detect_gpu`); only the local
-maxima (coordinates and values) come back to the host.
+:mod:`tracker.ndimage_gpu` and :mod:`tracker.detect_gpu`); only scalars and
+the local maxima (coordinates and values) come back to the host.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from scipy.spatial import cKDTree
 
 from .backend import get_array_module, to_numpy
 from .dog import (as_float32, difference, expected_noise_maxima, filter_sigmas, gradient_variance, ndimage_for,
-                  noise_level, quality_map, sample_median, smoothed_and_dog)
+                  noise_level, quality_map, sample_median, smoothed_and_dog, standardized)
 from .params import DETECTION_DEFAULTS
 from .tables import Table, empty_detections
 
@@ -249,6 +249,7 @@ def detect_spots(
 
 
 def _all_finite(volume) -> bool:
+    """Whether ``volume`` (NumPy or CuPy) holds no NaN or infinite value."""
     if get_array_module(volume) is np:
         return bool(np.isfinite(volume).all())
     from . import detect_gpu
@@ -406,7 +407,7 @@ def _split_close_spots(volume, smoothed, sigma: np.ndarray, quality, coords, foo
     median, noise = noise_level(sharp)
     if noise == 0.0:
         return coords, coords[:0], None
-    sharp = (sharp - median) / noise if xp is np else _gpu_standardize(sharp, median, noise)
+    sharp = standardized(sharp, median, noise)
     half = np.array([(size - 1) // 2 for size in footprint_size])
     small = [2 * max(1, int(round(0.5 * h))) + 1 if h > 0 else 1 for h in half]
     candidates = local_maxima(sharp, small, threshold, other=quality)[0]
@@ -426,12 +427,6 @@ def _split_close_spots(volume, smoothed, sigma: np.ndarray, quality, coords, foo
     added = candidates[near_merged]
     covered = cKDTree(added / unit).query_ball_point(maxima / unit, 1.0, p=np.inf, return_length=True) > 0
     return maxima[~covered], added, sharp
-
-
-def _gpu_standardize(sharp, median: float, noise: float):
-    from . import detect_gpu
-
-    return detect_gpu.standardize(sharp, median, noise)
 
 
 def _with_dips(sharp, candidates: np.ndarray, unit: np.ndarray) -> np.ndarray:

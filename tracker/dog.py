@@ -61,6 +61,15 @@ def difference(a, b):
     return detect_gpu.subtract(a, b)
 
 
+def standardized(x, centre: float, scale: float):
+    """``(x - centre) / scale`` of a float32 volume (on the GPU in place, from a shipped kernel)."""
+    if get_array_module(x) is np:
+        return (x - centre) / scale
+    from . import detect_gpu
+
+    return detect_gpu.standardize(x, centre, scale)
+
+
 def filter_sigmas(sigma_voxels: Sequence[float], shape: Sequence[int]) -> list[float]:
     """The centre Gaussian's σ per axis (voxels); axes of a single voxel are not filtered (0)."""
     return [float(s) if n > 1 else 0.0 for s, n in zip(sigma_voxels, shape)]

@@ -8,9 +8,9 @@ maxima (:func:`automatic_threshold`). Spots merged by the filter
 are split by a sharper band-pass (:func:`_split_close_spots`).
 
 Every function takes NumPy or CuPy volumes and computes with the matching
-array module (``scipy.ndimage`` or ``cupyx.scipy.ndimage``); only the small
-table of detections (and a few maxima for the splitting) comes back to the
-host.
+array module (NumPy and ``scipy.ndimage``, or the GPU kernels of
+:mod:`tracker.ndimage_gpu` and :mod:`tracker.detect_gpu`); only scalars and
+the local maxima (coordinates and values) come back to the host.
 """
 
 from __future__ import annotations
@@ -18,11 +18,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import numpy as np
+import scipy.ndimage
 from scipy.spatial import cKDTree
 
 from .backend import get_array_module, to_numpy
-from .dog import (background_sample, expected_noise_maxima, filter_sigmas, gradient_variance, ndimage_for,
-                  noise_level, quality_map, smoothed_and_dog)
+from .dog import (as_float32, difference, expected_noise_maxima, filter_sigmas, gradient_variance, ndimage_for,
+                  noise_level, quality_map, sample_median, smoothed_and_dog, standardized)
 from .params import DETECTION_DEFAULTS
 from .tables import Table, empty_detections
 
@@ -181,11 +182,10 @@ def detect_spots(
         is not positive.
     """
     xp = get_array_module(volume)
-    ndimage = ndimage_for(xp)
     volume = xp.asarray(volume)
     if volume.ndim != 3:
         raise ValueError(f"expected a (Z, Y, X) volume, got shape {tuple(volume.shape)}")
-    if volume.dtype.kind == "f" and not bool(xp.isfinite(volume).all()):
+    if volume.dtype.kind == "f" and not _all_finite(volume):
         raise ValueError(f"frame {frame} contains NaN or infinite values")
     if spot_radius_um is None:
         from .spot_scale import estimate_spot_radius
@@ -205,31 +205,29 @@ def detect_spots(
     # Local maxima within one spot radius (at least one voxel each way).
     footprint_size = [2 * max(1, int(np.floor(r))) + 1 if n > 1 else 1
                       for r, n in zip(radius / voxel, volume.shape)]
-    local_max = ndimage.maximum_filter(quality, size=footprint_size, mode="nearest")
-    peaks = (quality == local_max) & (quality >= (THRESHOLD_RANGE[0] if automatic else threshold))
+    coords, values = local_maxima(quality, footprint_size, THRESHOLD_RANGE[0] if automatic else threshold)
     if automatic:
-        candidates = (to_numpy(quality[peaks]), int(np.prod(volume.shape)), gradient_variance(quality))
+        candidates = (values, int(np.prod(volume.shape)), gradient_variance(quality))
         filtered = [s for s, n in zip(sigma, volume.shape) if n > 1]
         smooth = min(filtered, default=SMOOTH_SIGMA) >= SMOOTH_SIGMA
         threshold = automatic_threshold(*candidates) if smooth else precise_threshold(*candidates)
         # A merged spot's partner is sought down to the precision rule's level (the partner needs no F1 trade-off of its own: it is found only beside a spot kept).
         split_threshold = min(threshold, precise_threshold(*candidates))
-        peaks &= quality >= threshold
+        coords = coords[values >= threshold]
     else:
         split_threshold = threshold
-    coords = xp.stack(xp.nonzero(peaks), axis=1)  # (n, 3) int
     coords, split_coords, sharp = _split_close_spots(volume, smoothed, sigma, quality, coords, footprint_size,
                                                      split_threshold)
     if coords.shape[0] + split_coords.shape[0] == 0:
         return _with_voxel_columns(empty_detections(), frame)
 
-    offsets = quadratic_offsets(quality, coords)
+    offsets = to_numpy(quadratic_offsets(quality, coords))
     if split_coords.shape[0]:  # the split spots are refined on the sharper response that resolved them
-        offsets = xp.concatenate([offsets, quadratic_offsets(sharp, split_coords)])
-        coords = xp.concatenate([coords, split_coords])
-    sub_voxel = coords.astype(xp.float64) + offsets
-    peak_quality = quality[tuple(coords.T)]
-    intensity = smoothed[tuple(coords.T)] - ndimage.median(background_sample(smoothed))
+        offsets = np.concatenate([offsets, to_numpy(quadratic_offsets(sharp, split_coords))])
+        coords = np.concatenate([coords, split_coords])
+    sub_voxel = coords.astype(np.float64) + offsets
+    peak_quality = values_at(quality, coords)
+    intensity = values_at(smoothed, coords) - sample_median(smoothed)
 
     sub_voxel = to_numpy(sub_voxel)
     peak_quality = to_numpy(peak_quality).astype(np.float64)
@@ -248,6 +246,49 @@ def detect_spots(
         "y_vox": sub_voxel[:, 1],
         "x_vox": sub_voxel[:, 2],
     }
+
+
+def _all_finite(volume) -> bool:
+    """Whether ``volume`` (NumPy or CuPy) holds no NaN or infinite value."""
+    if get_array_module(volume) is np:
+        return bool(np.isfinite(volume).all())
+    from . import detect_gpu
+
+    return detect_gpu.all_finite(volume)
+
+
+def is_constant(volume) -> bool:
+    """Whether every voxel of ``volume`` (NumPy or CuPy) has one value (a blank frame)."""
+    if get_array_module(volume) is np:
+        return float(volume.max()) == float(volume.min())
+    from . import detect_gpu
+
+    return detect_gpu.is_constant(volume)
+
+
+def local_maxima(image, size: Sequence[int], floor: float, other=None) -> tuple[np.ndarray, np.ndarray]:
+    """The voxels where ``image`` is the maximum of its box of ``size`` voxels (mode "nearest") and at least
+    ``floor`` (``other`` too, where given): host coords (n, 3) in C order and ``image``'s values there.
+
+    On the GPU from shipped kernels (:func:`tracker.detect_gpu.local_maxima`), the same voxels and values.
+    """
+    if get_array_module(image) is not np:
+        from . import detect_gpu
+
+        return detect_gpu.local_maxima(image, size, floor, other)
+    peaks = (image == scipy.ndimage.maximum_filter(image, size=size, mode="nearest")) & (image >= floor)
+    if other is not None:
+        peaks &= other >= floor
+    return np.stack(np.nonzero(peaks), axis=1), image[peaks]
+
+
+def values_at(image, coords: np.ndarray) -> np.ndarray:
+    """``image[tuple(coords.T)]`` on the host, for (n, 3) integer ``coords`` (NumPy)."""
+    if get_array_module(image) is np:
+        return image[tuple(coords.T)]
+    from . import detect_gpu
+
+    return detect_gpu.values_at(image, coords)
 
 
 def _threshold_levels() -> np.ndarray:
@@ -359,19 +400,17 @@ def _split_close_spots(volume, smoothed, sigma: np.ndarray, quality, coords, foo
     ndimage = ndimage_for(xp)
     if coords.shape[0] == 0:
         return coords, coords[:0], None
-    fine = ndimage.gaussian_filter(xp.asarray(volume, dtype=xp.float32),
+    fine = ndimage.gaussian_filter(as_float32(volume),
                                    [SPLIT_SCALE * s for s in filter_sigmas(sigma, volume.shape)], mode="nearest")
-    sharp = fine - smoothed
+    sharp = difference(fine, smoothed)
     del fine
     median, noise = noise_level(sharp)
     if noise == 0.0:
         return coords, coords[:0], None
-    sharp = (sharp - median) / noise
+    sharp = standardized(sharp, median, noise)
     half = np.array([(size - 1) // 2 for size in footprint_size])
     small = [2 * max(1, int(round(0.5 * h))) + 1 if h > 0 else 1 for h in half]
-    resolved = (sharp == ndimage.maximum_filter(sharp, size=small, mode="nearest"))
-    resolved &= (sharp >= threshold) & (quality >= threshold)
-    candidates = to_numpy(xp.stack(xp.nonzero(resolved), axis=1))
+    candidates = local_maxima(sharp, small, threshold, other=quality)[0]
     maxima = to_numpy(coords)
     if len(candidates) < 2:
         return coords, coords[:0], None
@@ -387,7 +426,7 @@ def _split_close_spots(volume, smoothed, sigma: np.ndarray, quality, coords, foo
         candidates / (2 * unit), 1.0, p=np.inf, return_length=True) > 0
     added = candidates[near_merged]
     covered = cKDTree(added / unit).query_ball_point(maxima / unit, 1.0, p=np.inf, return_length=True) > 0
-    return xp.asarray(maxima[~covered]), xp.asarray(added), sharp
+    return maxima[~covered], added, sharp
 
 
 def _with_dips(sharp, candidates: np.ndarray, unit: np.ndarray) -> np.ndarray:
@@ -399,13 +438,12 @@ def _with_dips(sharp, candidates: np.ndarray, unit: np.ndarray) -> np.ndarray:
     :data:`SPLIT_DIP` of the lower peak, and by at least
     :data:`DIP_SIGNIFICANCE` noise units. Of two without a dip, the higher is kept.
     """
-    xp = get_array_module(sharp)
     pairs = cKDTree(candidates / unit).query_pairs(1.0, p=np.inf, output_type="ndarray")
     if len(pairs) == 0:
         return candidates
-    peak = to_numpy(sharp[tuple(xp.asarray(candidates).T)]).astype(np.float64)
+    peak = values_at(sharp, candidates).astype(np.float64)
     middle = np.rint(0.5 * (candidates[pairs[:, 0]] + candidates[pairs[:, 1]])).astype(np.int64)
-    between = to_numpy(sharp[tuple(xp.asarray(middle).T)]).astype(np.float64)
+    between = values_at(sharp, middle).astype(np.float64)
     lower = np.minimum(peak[pairs[:, 0]], peak[pairs[:, 1]])
     same = (between >= SPLIT_DIP * lower) | (lower - between < DIP_SIGNIFICANCE)
     keep = np.ones(len(candidates), dtype=bool)
@@ -416,8 +454,15 @@ def _with_dips(sharp, candidates: np.ndarray, unit: np.ndarray) -> np.ndarray:
 
 
 def quadratic_offsets(image, coords):
-    """Sub-voxel offsets in [-0.5, 0.5] from a parabola through each peak and its two neighbours, per axis."""
+    """Sub-voxel offsets in [-0.5, 0.5] from a parabola through each peak and its two neighbours, per axis.
+
+    On the GPU from a shipped kernel (:func:`tracker.detect_gpu.quadratic_offsets`): host offsets, the same.
+    """
     xp = get_array_module(image)
+    if xp is not np:
+        from . import detect_gpu
+
+        return detect_gpu.quadratic_offsets(image, coords)
     offsets = xp.zeros(coords.shape, dtype=xp.float64)
     for axis in range(3):
         size = image.shape[axis]

@@ -11,7 +11,9 @@ holds for every scale and volume size); :func:`noise_level` measures the
 overall level robustly (median absolute deviation) on the data.
 
 Every function takes NumPy or CuPy volumes and computes with the matching
-array module (``scipy.ndimage`` or ``cupyx.scipy.ndimage``).
+array module: NumPy and ``scipy.ndimage``, or on the GPU the kernels of
+:mod:`tracker.ndimage_gpu` and :mod:`tracker.detect_gpu`, shipped compiled (so
+that a fresh machine compiles none at the first run).
 """
 
 from __future__ import annotations
@@ -41,6 +43,33 @@ def ndimage_for(xp: ModuleType):
     return ndimage_gpu
 
 
+def as_float32(volume):
+    """The volume as float32: NumPy's ``asarray``; on the GPU a C-contiguous copy (:mod:`tracker.detect_gpu`)."""
+    if get_array_module(volume) is np:
+        return np.asarray(volume, dtype=np.float32)
+    from . import detect_gpu
+
+    return detect_gpu.as_float32(volume)
+
+
+def difference(a, b):
+    """``a - b`` of two float32 volumes (on the GPU from a shipped kernel)."""
+    if get_array_module(a) is np:
+        return a - b
+    from . import detect_gpu
+
+    return detect_gpu.subtract(a, b)
+
+
+def standardized(x, centre: float, scale: float):
+    """``(x - centre) / scale`` of a float32 volume (on the GPU in place, from a shipped kernel)."""
+    if get_array_module(x) is np:
+        return (x - centre) / scale
+    from . import detect_gpu
+
+    return detect_gpu.standardize(x, centre, scale)
+
+
 def filter_sigmas(sigma_voxels: Sequence[float], shape: Sequence[int]) -> list[float]:
     """The centre Gaussian's σ per axis (voxels); axes of a single voxel are not filtered (0)."""
     return [float(s) if n > 1 else 0.0 for s, n in zip(sigma_voxels, shape)]
@@ -52,13 +81,12 @@ def smoothed_and_dog(volume, sigma_voxels: Sequence[float], surround: float = SU
     With a wide surround the DoG is close to the matched filter of a Gaussian
     spot on a slowly varying background (bright spots give positive peaks).
     """
-    xp = get_array_module(volume)
-    ndimage = ndimage_for(xp)
-    image = xp.asarray(volume, dtype=xp.float32)
+    ndimage = ndimage_for(get_array_module(volume))
+    image = as_float32(volume)
     sigma = np.array(filter_sigmas(sigma_voxels, image.shape))
     centre = ndimage.gaussian_filter(image, sigma.tolist(), mode="nearest", truncate=TRUNCATE)
     surround_image = ndimage.gaussian_filter(image, (surround * sigma).tolist(), mode="nearest", truncate=TRUNCATE)
-    return centre, centre - surround_image
+    return centre, difference(centre, surround_image)
 
 
 def dog_filter(volume, sigma_voxels: Sequence[float], surround: float = SURROUND_RATIO):
@@ -90,6 +118,18 @@ def _axis_sums(n: int, sigma: float, surround: float) -> np.ndarray:
     return np.concatenate([edge, interior, edge[:, ::-1]], axis=1)
 
 
+def relative_noise_factors(shape: Sequence[int], sigma_voxels: Sequence[float],
+                           surround: float = SURROUND_RATIO) -> tuple[list, list[np.ndarray]]:
+    """The separable factors of :func:`relative_noise`: the coefficients ``(1, −2, 1) / reference`` (float64)
+    of the terms ``Πa, Πb, Πc``, and per axis its sums ``a, b, c`` as a (3, n) float32 array."""
+    sigma = filter_sigmas(sigma_voxels, shape)
+    sums = [_axis_sums(int(n), s, surround) for n, s in zip(shape, sigma)]
+    interior = [s[:, s.shape[1] // 2] for s in sums]
+    reference = (np.prod([v[0] for v in interior]) - 2 * np.prod([v[1] for v in interior])
+                 + np.prod([v[2] for v in interior]))
+    return [weight / reference for weight in (1.0, -2.0, 1.0)], [s.astype(np.float32) for s in sums]
+
+
 def relative_noise(shape: Sequence[int], sigma_voxels: Sequence[float], surround: float = SURROUND_RATIO,
                    xp: ModuleType = np):
     """Standard deviation of the DoG response to white noise at each voxel, relative to the interior's.
@@ -103,17 +143,13 @@ def relative_noise(shape: Sequence[int], sigma_voxels: Sequence[float], surround
     float32 array of ``shape`` (module ``xp``)
         1 in the interior, above 1 within a surround's reach of a face.
     """
-    sigma = filter_sigmas(sigma_voxels, shape)
-    sums = [_axis_sums(int(n), s, surround) for n, s in zip(shape, sigma)]
-    interior = [s[:, s.shape[1] // 2] for s in sums]
-    reference = (np.prod([v[0] for v in interior]) - 2 * np.prod([v[1] for v in interior])
-                 + np.prod([v[2] for v in interior]))
+    coefficients, sums = relative_noise_factors(shape, sigma_voxels, surround)
     axes = [(slice(None), None, None), (None, slice(None), None), (None, None, slice(None))]
     variance = 0
-    for term, weight in ((0, 1.0), (1, -2.0), (2, 1.0)):
-        product = weight / reference
+    for term, coefficient in enumerate(coefficients):
+        product = coefficient
         for axis_sums, index in zip(sums, axes):
-            product = product * xp.asarray(axis_sums[term], dtype=xp.float32)[index]
+            product = product * xp.asarray(axis_sums[term])[index]
         variance = variance + product
     return xp.sqrt(xp.maximum(variance, 0)).astype(xp.float32)
 
@@ -123,6 +159,15 @@ def background_sample(image, sample_step: int = 2):
     return image[tuple(slice(None, None, sample_step if n > 8 else 1) for n in image.shape)].ravel()
 
 
+def sample_median(image, sample_step: int = 2):
+    """The median of :func:`background_sample` (``scipy.ndimage.median``'s float32; on the GPU from our kernels)."""
+    if get_array_module(image) is np:
+        return scipy.ndimage.median(background_sample(image, sample_step))
+    from . import detect_gpu
+
+    return detect_gpu.sample_median(image, sample_step)
+
+
 def noise_level(response, sample_step: int = 2) -> tuple[float, float]:
     """Robust ``(median, sigma)`` of a filter response (median absolute deviation).
 
@@ -130,6 +175,10 @@ def noise_level(response, sample_step: int = 2) -> tuple[float, float]:
     sub-sampled grid (every ``sample_step``-th voxel in each axis) is enough.
     """
     xp = get_array_module(response)
+    if xp is not np:  # the same from shipped kernels
+        from . import detect_gpu
+
+        return detect_gpu.noise_level(response, sample_step)
     sample = background_sample(response, sample_step)
     ndimage = ndimage_for(xp)  # (its median compiles nothing on a fresh GPU machine)
     median = float(ndimage.median(sample))
@@ -147,6 +196,10 @@ def quality_map(response, sigma_voxels: Sequence[float], surround: float = SURRO
     inflate it).
     """
     xp = get_array_module(response)
+    if xp is not np:  # the same from shipped kernels, the relative noise computed in place
+        from . import detect_gpu
+
+        return detect_gpu.quality_map(response, sigma_voxels, surround)
     relative = relative_noise(response.shape, sigma_voxels, surround, xp)
     median, _ = noise_level(response)
     centred = (response - median) / relative
@@ -166,6 +219,10 @@ def gradient_variance(quality) -> np.ndarray:
     the noise varies, hence how many maxima it makes.
     """
     xp = get_array_module(quality)
+    if xp is not np:  # the same from shipped kernels
+        from . import detect_gpu
+
+        return detect_gpu.gradient_variance(quality)
     result = np.zeros(3)
     thin = [slice(None, None, 2) if n > 8 else slice(None) for n in quality.shape]  # every 2nd voxel suffices
     for axis in range(3):

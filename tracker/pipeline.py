@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 
 from .backend import resolve_device
-from .detect import detect_spots
+from .detect import detect_spots, is_constant
 from .errors import InputError
 from .linking import LinkSummary, link_detections
 from .parallel_frames import frames_in_flight, map_frames_in_order, read_ahead
@@ -201,8 +201,7 @@ def _detect_volume(volume: Any, t: int, voxel_size: Sequence[float],
                    arguments: Mapping[str, Any]) -> tuple[Table, bool]:
     """The detections of ``volume``, frame ``t`` (on its array's device), and whether it is constant."""
     try:
-        return (detect_spots(volume, voxel_size, frame=t, **arguments),
-                float(volume.max()) == float(volume.min()))
+        return detect_spots(volume, voxel_size, frame=t, **arguments), is_constant(volume)
     except ValueError as error:
         raise InputError(str(error)) from None
 

@@ -31,7 +31,7 @@ import numpy as np
 from scipy.spatial import cKDTree
 
 from .backend import get_array_module, to_numpy
-from .dog import dog_filter, expected_noise_maxima, gradient_variance, ndimage_for, quality_map
+from .dog import as_float32, dog_filter, expected_noise_maxima, gradient_variance, quality_map
 
 ESTIMATION_FRAMES = 10
 """Frames sampled (evenly through the stack) for the estimate, read until :data:`TARGET_SPOTS` were found.
@@ -147,7 +147,7 @@ def estimate_spot_radius(frames: Iterable, voxel_size_um: Sequence[float]) -> Sp
     planar = True
     for volume in frames:
         xp = get_array_module(volume)
-        volume = _central_block(xp.asarray(volume, dtype=xp.float32))
+        volume = _central_block(as_float32(volume))
         planar = volume.shape[0] == 1
         if sigma is None:
             sigma = start = _starting_scale(volume)
@@ -316,18 +316,15 @@ def _bright_maxima(volume, sigma: np.ndarray, everything: bool = False):
     where that is lower (faint spots that are many); with
     ``everything``, all above the detector's floor (the caller chooses).
     """
-    from .detect import THRESHOLD_RANGE, precise_threshold, quadratic_offsets
+    from .detect import THRESHOLD_RANGE, local_maxima, precise_threshold, quadratic_offsets
 
-    xp = get_array_module(volume)
     quality = quality_map(dog_filter(volume, sigma), sigma)
     n_voxels = int(np.prod(volume.shape))
     if quality is None:
         return np.empty((0, 3), dtype=np.int64), np.empty(0), np.empty((0, 3)), (n_voxels, np.zeros(3))
     size = [2 * max(1, int(round(s))) + 1 if n > 1 else 1 for s, n in zip(sigma, volume.shape)]
-    peaks = (quality == ndimage_for(xp).maximum_filter(quality, size=size, mode="nearest"))
-    peaks &= quality >= THRESHOLD_RANGE[0]
-    coords = xp.stack(xp.nonzero(peaks), axis=1)
-    values = to_numpy(quality[tuple(coords.T)]).astype(np.float64)
+    coords, values = local_maxima(quality, size, THRESHOLD_RANGE[0])
+    values = values.astype(np.float64)
     offsets = to_numpy(quadratic_offsets(quality, coords)).astype(np.float64)
     coords = to_numpy(coords).astype(np.int64)
     noise_model = (n_voxels, gradient_variance(quality))
@@ -381,10 +378,15 @@ def _profiles(volume, coords: np.ndarray, sigma: np.ndarray) -> list[tuple[np.nd
     filtered = [n > 1 for n in shape]
     half = [max(3, int(np.ceil(WINDOW * s))) if f else 0 for s, f in zip(sigma, filtered)]
     box = [int(round(s)) if f else 0 for s, f in zip(sigma, filtered)]
-    centres = xp.asarray(coords)
-    index = [xp.clip(centres[:, a, None] + xp.arange(-half[a], half[a] + 1)[None, :], 0, shape[a] - 1)
-             for a in range(3)]
-    block = volume[index[0][:, :, None, None], index[1][:, None, :, None], index[2][:, None, None, :]]
+    if xp is np:
+        centres = xp.asarray(coords)
+        index = [xp.clip(centres[:, a, None] + xp.arange(-half[a], half[a] + 1)[None, :], 0, shape[a] - 1)
+                 for a in range(3)]
+        block = volume[index[0][:, :, None, None], index[1][:, None, :, None], index[2][:, None, None, :]]
+    else:  # the same sums from a shipped kernel, without gathering the block
+        from . import detect_gpu
+
+        sums = detect_gpu.profile_sums(volume, coords, half, box)
     result = []
     for axis in range(3):
         if not filtered[axis]:
@@ -394,7 +396,7 @@ def _profiles(volume, coords: np.ndarray, sigma: np.ndarray) -> list[tuple[np.nd
         for other in range(3):
             window.append(slice(None) if other == axis else slice(half[other] - box[other], half[other] + box[other] + 1))
         others = tuple(1 + other for other in range(3) if other != axis)
-        profiles = to_numpy(block[tuple(window)].sum(axis=others)).astype(np.float64)
+        profiles = to_numpy(block[tuple(window)].sum(axis=others)).astype(np.float64) if xp is np else sums[axis]
         offsets = np.arange(-half[axis], half[axis] + 1)
         valid = (coords[:, axis, None] + offsets[None, :] >= 0) & (coords[:, axis, None] + offsets[None, :] < shape[axis])
         result.append((profiles, valid, offsets.astype(np.float64)))

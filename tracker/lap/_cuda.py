@@ -26,7 +26,7 @@ PACKAGE_ROOT = Path(__file__).parents[1]
 
 CUDA_SOURCES = ("lap/auction.cu", "lap/auction_phase.cu", "lap/gated_auction.cu", "lap/components_gpu.cu",
                 "lap/hungarian_tree.cu", "lap/hungarian_classical.cu", "lap/dense_input.cu", "lap/dgs.cu",
-                "lap/dgs_anneal.cu", "gating_gpu.cu", "ndimage_gpu.cu")
+                "lap/dgs_anneal.cu", "gating_gpu.cu", "ndimage_gpu.cu", "detect_gpu.cu")
 """Every CUDA module of the package (paths relative to :data:`PACKAGE_ROOT`); each has a shipped fatbin."""
 
 DEFAULT_OPTIONS = ("--std=c++17",)

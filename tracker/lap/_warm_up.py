@@ -22,7 +22,7 @@ MODULES = (("lap/auction.cu", False, "auction_bid_csr"), ("lap/auction_phase.cu"
            ("lap/hungarian_tree.cu", False, "tree_reset"), ("lap/hungarian_classical.cu", False, None),
            ("lap/dense_input.cu", False, "dense_summary"), ("lap/dgs.cu", False, None),
            ("lap/dgs_anneal.cu", True, None), ("gating_gpu.cu", False, "count_candidates"),
-           ("ndimage_gpu.cu", False, "correlate_nearest"))
+           ("ndimage_gpu.cu", False, "correlate_nearest"), ("detect_gpu.cu", False, "local_maxima"))
 """Every CUDA module of the package (file, cooperative, a kernel to fetch; None: load the module)."""
 
 

@@ -116,7 +116,7 @@ def detect_stack(
     spot_radius_um, threshold, device
         See :class:`tracker.params.DetectionParams`: ``spot_radius_um=None`` estimates one spot size for the
         whole stack from a few frames (:func:`estimate_stack_spot_scale`); ``threshold=None`` chooses it per
-        frame (:func:`tracker.detect.automatic_threshold`).
+        frame (:func:`tracker.threshold.automatic_threshold`).
     detection : DetectionParams, optional
         All of them as one object, instead of the keywords.
     progress : callable, optional
@@ -266,7 +266,7 @@ def track_stack(
         stack (:func:`estimate_stack_spot_scale`, reported in :attr:`TrackingResult.spot_scale`).
     threshold : float, optional
         Detection threshold in units of the filter response's noise; None (the default): chosen per frame
-        (:func:`tracker.detect.automatic_threshold`).
+        (:func:`tracker.threshold.automatic_threshold`).
     device : {"auto", "cpu", "gpu"}
         Where detection runs.
     max_displacement_um : float or None

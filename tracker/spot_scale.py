@@ -312,11 +312,12 @@ def _bright_maxima(volume, sigma: np.ndarray, everything: bool = False):
     sub-voxel offsets (n, 3) of a parabola through each and its neighbours, and the noise model (voxels,
     :func:`tracker.dog.gradient_variance`) that predicts how many noise maxima exceed a quality.
 
-    Those above :data:`CANDIDATE_QUALITY`, or above :func:`tracker.detect.precise_threshold`
+    Those above :data:`CANDIDATE_QUALITY`, or above :func:`tracker.threshold.precise_threshold`
     where that is lower (faint spots that are many); with
     ``everything``, all above the detector's floor (the caller chooses).
     """
-    from .detect import THRESHOLD_RANGE, precise_threshold, quadratic_offsets
+    from .detect import quadratic_offsets
+    from .threshold import THRESHOLD_RANGE, precise_threshold
 
     xp = get_array_module(volume)
     quality = quality_map(dog_filter(volume, sigma), sigma)
@@ -340,9 +341,9 @@ def _bright_maxima(volume, sigma: np.ndarray, everything: bool = False):
 
 def _pooled_floor(halves: list[_Half]) -> float:
     """The lowest quality above which noise would explain at most :data:`HALF_FALSE_FRACTION` of the maxima
-    of all ``halves`` together (:func:`tracker.detect.precise_threshold`'s first rule, pooled over frames: a
+    of all ``halves`` together (:func:`tracker.threshold.precise_threshold`'s first rule, pooled over frames: a
     sparse frame alone holds too few spots to tell them from noise)."""
-    from .detect import NOISE_EXCESS, THRESHOLD_RANGE
+    from .threshold import NOISE_EXCESS, THRESHOLD_RANGE
 
     levels = np.arange(THRESHOLD_RANGE[0], THRESHOLD_RANGE[1] + 1e-9, 0.05)
     found = np.zeros(len(levels))

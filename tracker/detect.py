@@ -86,12 +86,20 @@ def radius_per_axis(spot_radius_um: float | Sequence[float], shape: Sequence[int
     return radius
 
 
+def maxima_footprint(radius_um: np.ndarray, voxel_size_um: Sequence[float], shape: Sequence[int]) -> list[int]:
+    """The neighbourhood a spot's maximum is the largest of: one spot radius each way (at least one voxel), in
+    voxels per axis ``z, y, x`` (1 along an axis of one voxel)."""
+    radius_vox = np.asarray(radius_um, dtype=np.float64) / np.asarray(voxel_size_um, dtype=np.float64)
+    return [2 * max(1, int(np.floor(r))) + 1 if n > 1 else 1 for r, n in zip(radius_vox, shape)]
+
+
 def detect_spots(
     volume,
     voxel_size_um: Sequence[float],
     spot_radius_um: float | Sequence[float] | None = DETECTION_DEFAULTS.spot_radius_um,
     threshold: float | None = None,
     frame: int = 0,
+    stack_threshold: float | None = None,
 ) -> Table:
     """Find spots in one 3D volume with sub-voxel precision.
 
@@ -113,6 +121,10 @@ def detect_spots(
         chosen for this frame by :func:`tracker.threshold.frame_thresholds`.
     frame : int
         Written into the ``frame`` column.
+    stack_threshold : float, optional
+        With ``threshold=None``: the stack's threshold from several frames
+        pooled (:func:`tracker.quality_mixture.estimate_threshold`);
+        this frame's is not above it.
 
     Returns
     -------
@@ -151,13 +163,13 @@ def detect_spots(
         return _with_voxel_columns(empty_detections(), frame)
 
     # Local maxima within one spot radius (at least one voxel each way).
-    footprint_size = [2 * max(1, int(np.floor(r))) + 1 if n > 1 else 1
-                      for r, n in zip(radius / voxel, volume.shape)]
+    footprint_size = maxima_footprint(radius, voxel, volume.shape)
     local_max = ndimage.maximum_filter(quality, size=footprint_size, mode="nearest")
     peaks = (quality == local_max) & (quality >= (THRESHOLD_RANGE[0] if automatic else threshold))
     if automatic:
         threshold, split_threshold = frame_thresholds(to_numpy(quality[peaks]), int(np.prod(volume.shape)),
-                                                      gradient_variance(quality), sigma, volume.shape)
+                                                      gradient_variance(quality), sigma, volume.shape,
+                                                      stack_threshold)
         peaks &= quality >= threshold
     else:
         split_threshold = threshold

@@ -75,7 +75,7 @@ THRESHOLD_RANGE = (3.5, 8.0)
 """Bounds of the automatic threshold (SNR)."""
 
 
-def _threshold_levels() -> np.ndarray:
+def threshold_levels() -> np.ndarray:
     """The automatic thresholds' candidates: :data:`THRESHOLD_RANGE` in steps of 0.05."""
     return np.round(np.arange(THRESHOLD_RANGE[0], THRESHOLD_RANGE[1] + 1e-9, 0.05), 2)
 
@@ -109,7 +109,7 @@ def automatic_threshold(peak_quality: np.ndarray, n_voxels: int, gradient_var: n
     float
         A level of :data:`THRESHOLD_RANGE`, in steps of 0.05 (quality units).
     """
-    levels = _threshold_levels()
+    levels = threshold_levels()
     found = len(peak_quality) - np.searchsorted(np.sort(peak_quality), levels, side="left")
     expected = NOISE_EXCESS * expected_noise_maxima(n_voxels, gradient_var, levels)
     spread = np.sqrt(expected)
@@ -139,7 +139,7 @@ def precise_threshold(peak_quality: np.ndarray, n_voxels: int, gradient_var: np.
     Used to pick the spot-size estimate's candidates, where a noise maximum
     costs more than a missed spot. Parameters as :func:`automatic_threshold`.
     """
-    levels = _threshold_levels()
+    levels = threshold_levels()
     found = len(peak_quality) - np.searchsorted(np.sort(peak_quality), levels, side="left")
     noise = NOISE_EXCESS * expected_noise_maxima(n_voxels, gradient_var, levels)
     rule_of_fractions = np.flatnonzero(noise <= false_fraction * found)
@@ -152,7 +152,8 @@ def precise_threshold(peak_quality: np.ndarray, n_voxels: int, gradient_var: np.
 
 
 def frame_thresholds(peak_quality: np.ndarray, n_voxels: int, gradient_var: np.ndarray,
-                     sigma_voxels: Sequence[float], shape: Sequence[int]) -> tuple[float, float]:
+                     sigma_voxels: Sequence[float], shape: Sequence[int],
+                     stack_threshold: float | None = None) -> tuple[float, float]:
     """The automatic thresholds of one frame: for its spots, and for the partners of merged spots.
 
     Parameters
@@ -167,12 +168,16 @@ def frame_thresholds(peak_quality: np.ndarray, n_voxels: int, gradient_var: np.n
         The filter's Gaussian σ per axis ``z, y, x``, in voxels.
     shape : (3,) ints
         The volume's shape (an axis of one voxel is not filtered).
+    stack_threshold : float, optional
+        The stack's threshold from the maxima of several frames pooled
+        (:func:`tracker.quality_mixture.estimate_threshold`): the frame's threshold is not above it.
 
     Returns
     -------
     threshold, split_threshold : float
         The detection threshold (:func:`automatic_threshold`, or :func:`precise_threshold` where the filter's
-        σ is under :data:`SMOOTH_SIGMA` voxels on an axis filtered) and the lower one down to which a merged
+        σ is under :data:`SMOOTH_SIGMA` voxels on an axis filtered; at most ``stack_threshold``) and the lower
+        one down to which a merged
         spot's partner is sought (the partner needs no F1 trade-off of its own: it is found only beside a
         spot kept), in quality units.
     """
@@ -181,4 +186,6 @@ def frame_thresholds(peak_quality: np.ndarray, n_voxels: int, gradient_var: np.n
     candidates = (peak_quality, n_voxels, gradient_var)
     precise = precise_threshold(*candidates)
     threshold = automatic_threshold(*candidates) if smooth else precise
+    if stack_threshold is not None:
+        threshold = min(threshold, float(stack_threshold))
     return threshold, min(threshold, precise)

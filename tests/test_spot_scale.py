@@ -1,7 +1,7 @@
 import numpy as np
 import pytest
 
-from tracker import simulate, spot_scale
+from tracker import profile_fit, simulate, spot_scale
 
 
 def _stack(psf, size, voxel, n_spots=40, frames=2, photons=1000.0, field=(6.0, 12.0, 12.0), seed=0):
@@ -50,9 +50,9 @@ def test_common_sigma_of_faint_profiles_is_not_biased_narrow():
     profiles = 5.0 + np.exp(-0.5 * ((u[None] - centres[:, None]) / sigma) ** 2) + rng.standard_normal((n, len(u)))
     valid = np.ones(profiles.shape, dtype=bool)
     # Peak SNR 1: each profile's own best Gaussian (free centre) has a median σ of half the truth.
-    assert spot_scale.fit_common_sigma(profiles, valid, u, centres) == pytest.approx(sigma, rel=0.05)
+    assert profile_fit.fit_common_sigma(profiles, valid, u, centres) == pytest.approx(sigma, rel=0.05)
     dips = 5.0 - np.exp(-0.5 * ((u[None] - centres[:5, None]) / sigma) ** 2)
-    assert np.isnan(spot_scale.fit_common_sigma(dips, valid[:5], u, centres[:5]))  # no spot at all
+    assert np.isnan(profile_fit.fit_common_sigma(dips, valid[:5], u, centres[:5]))  # no spot at all
 
 
 def test_estimate_on_point_sampled_stack_of_another_renderer():
@@ -124,9 +124,9 @@ def test_common_sigma_recovers_sigma_and_flags_what_it_cannot_fit():
     valid[2, :3] = False  # a profile cut by the volume's face
     for sigma in (0.6, 1.3, 2.7):
         profiles = 50 + amplitudes * np.exp(-0.5 * ((u[None] - centres[:, None]) / sigma) ** 2)
-        assert spot_scale.fit_common_sigma(profiles, valid, u, centres) == pytest.approx(sigma, rel=0.01)
+        assert profile_fit.fit_common_sigma(profiles, valid, u, centres) == pytest.approx(sigma, rel=0.01)
     flat = np.full((3, len(u)), 7.0) - 0.01 * u**2  # a rise across the whole window
-    assert np.isinf(spot_scale.fit_common_sigma(flat, valid, u, centres))  # wider than the window
+    assert np.isinf(profile_fit.fit_common_sigma(flat, valid, u, centres))  # wider than the window
 
 
 @pytest.mark.gpu

@@ -172,8 +172,9 @@ def fit_quality_mixture(frames: Sequence[FrameMaxima]) -> QualityMixture:
         return float(np.sum(rate - observed * np.log(rate)))
 
     log_c = (np.log(NOISE_EXCESS_RANGE[0]), np.log(NOISE_EXCESS_RANGE[1]))
-    bounds = [log_c, (np.log(1e-3), None), SPOT_MEAN_RANGE, tuple(np.log(SPOT_SPREAD_RANGE))]
     total = observed.sum()
+    # Spots: at most 100 times the maxima seen (most of them below the floor), which keeps exp() finite.
+    bounds = [log_c, (np.log(1e-3), np.log(100.0 * total)), SPOT_MEAN_RANGE, tuple(np.log(SPOT_SPREAD_RANGE))]
     fits = [minimize(negative_log_likelihood, [np.log(1.2), np.log(share * total + 1.0), mean, 0.0],
                      method="L-BFGS-B", bounds=bounds) for mean, share in _STARTS]
     best = min(fits, key=lambda fit: fit.fun)

@@ -226,3 +226,29 @@ def estimate_threshold(frames: Iterable, voxel_size_um: Sequence[float],
             return QualityMixture(None, NOISE_EXCESS, 0.0, float("nan"), float("nan"), 0.0, 0)
         maxima.append(frame_maxima(volume, voxel_size_um, radius))
     return fit_quality_mixture(maxima)
+
+
+def most_evident_scale(volumes: Sequence, voxel_size_um: Sequence[float],
+                       scales: Sequence[float]) -> tuple[float, float] | None:
+    """Of ``scales`` (a Gaussian σ in voxels, the same on every axis), the one at which the maxima of
+    ``volumes``, pooled, show spots most clearly: the largest :attr:`QualityMixture.evidence` of a filter of that
+    σ (:func:`frame_maxima`, :func:`fit_quality_mixture`).
+
+    The spot-size estimate's fallback where too few isolated spots were fitted
+    (:func:`tracker.spot_scale.estimate_spot_radius`): faint spots stand out of the noise maxima best at about
+    their own scale, whereas the count of maxima above a level, which grows at finer scales with the noise's
+    maxima, does not tell them apart.
+
+    Returns
+    -------
+    (float, float) or None
+        The scale (voxels) and its evidence; None where no scale's evidence reaches :data:`EVIDENCE`.
+    """
+    voxel = np.asarray(voxel_size_um, dtype=np.float64)
+    best = None
+    for scale in scales:
+        radius = np.sqrt(3.0) * float(scale) * voxel
+        fit = fit_quality_mixture([frame_maxima(volume, voxel, radius) for volume in volumes])
+        if fit.evidence >= EVIDENCE and (best is None or fit.evidence > best[1]):
+            best = (float(scale), fit.evidence)
+    return best

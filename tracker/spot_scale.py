@@ -33,6 +33,7 @@ from scipy.spatial import cKDTree
 from .backend import get_array_module, to_numpy
 from .dog import dog_filter, expected_noise_maxima, gradient_variance, ndimage_for, quality_map
 from .profile_fit import fit_common_sigma
+from .quality_mixture import most_evident_scale
 
 ESTIMATION_FRAMES = 10
 """Frames sampled (evenly through the stack) for the estimate, read until :data:`TARGET_SPOTS` were found.
@@ -88,8 +89,10 @@ class SpotScale:
         Spots whose fits the estimate is the median of.
     estimated : bool
         False when too few spots were found to fit: the scale is then the
-        filter scale (of :data:`STARTING_SCALES`) at which most isolated
-        spots stood out (``coarse``), or 1 voxel where none did.
+        filter scale (of :data:`STARTING_SCALES`) at which the frames' maxima
+        show spots most clearly (:func:`tracker.quality_mixture.most_evident_scale`),
+        or where none do, at which most isolated spots stood out (``coarse``);
+        or 1 voxel where none did.
     coarse : bool
         The filter scale of a failed estimate (see ``estimated``).
     """
@@ -109,8 +112,8 @@ class SpotScale:
         if self.estimated:
             how = f"estimated from {self.n_spots} spots"
         elif self.coarse:
-            how = (f"not estimated: only {self.n_spots} isolated spots to fit; the filter scale that found "
-                   "most spots")
+            how = (f"not estimated: only {self.n_spots} isolated spots to fit; the filter scale at which spots "
+                   "stood out most")
         else:
             how = f"1 voxel: only {self.n_spots} isolated spots to estimate it from"
         return f"spot radius {values} µm ({how})"
@@ -142,11 +145,13 @@ def estimate_spot_radius(frames: Iterable, voxel_size_um: Sequence[float]) -> Sp
     """
     voxel = np.asarray(voxel_size_um, dtype=np.float64)
     samples: list[_Sample] = []
+    volumes = []
     sigma = start = None
     planar = True
     for volume in frames:
         xp = get_array_module(volume)
         volume = _central_block(xp.asarray(volume, dtype=xp.float32))
+        volumes.append(volume)
         planar = volume.shape[0] == 1
         if sigma is None:
             sigma = start = _starting_scale(volume)
@@ -163,6 +168,9 @@ def estimate_spot_radius(frames: Iterable, voxel_size_um: Sequence[float]) -> Sp
         sigma, n_spots = _converge(samples, sigma)
     axes = slice(1, 3) if planar else slice(0, 3)
     if n_spots < MIN_SPOTS or not np.all(np.isfinite(sigma)):
+        evident = most_evident_scale(volumes, voxel, STARTING_SCALES)
+        if evident is not None:  # (else the scale at which most isolated spots stood out, if any did)
+            start = np.where(np.array(volumes[0].shape) > 1, evident[0], 0.0)
         if start is None:
             return SpotScale(tuple(float(v) for v in voxel[axes]), n_spots, estimated=False)
         return SpotScale(tuple(float(v) for v in (start * voxel)[axes]), n_spots, estimated=False, coarse=True)

@@ -8,7 +8,9 @@ Maxima in excess of that count are spots. :func:`automatic_threshold`
 maximises the frame's F1 estimated that way; :func:`precise_threshold` keeps
 precision (the spot-size estimate's candidates, the partners of merged spots);
 :func:`frame_thresholds` chooses between them for one frame, as
-:func:`tracker.detect.detect_spots` does with ``threshold=None``.
+:func:`tracker.detect.detect_spots` does with ``threshold=None``, at most the
+stack's threshold where the maxima of several frames pooled show spots
+(:mod:`tracker.quality_mixture`).
 
 Every function here works on the host, on the short list of the frame's maxima.
 """

@@ -89,7 +89,7 @@ def test_too_few_spots_fall_back_to_the_filter_scale_and_say_so():
     scale = spot_scale.estimate_spot_radius(list(stack), voxel)
     assert not scale.estimated and scale.coarse and scale.n_spots < spot_scale.MIN_SPOTS
     np.testing.assert_allclose(np.asarray(scale.sigma_um) / voxel, scale.sigma_um[0] / voxel[0])  # isotropic
-    assert scale.sigma_um[0] / voxel[0] in spot_scale.STARTING_SCALES
+    assert np.any(np.isclose(scale.sigma_um[0] / voxel[0], spot_scale.STARTING_SCALES + spot_scale.FALLBACK_SCALES))
     assert "not estimated" in str(scale)
 
 
@@ -103,9 +103,9 @@ def test_faint_sparse_spots_fall_back_to_the_scale_where_the_maxima_show_spots()
     found = spot_scale.estimate_spot_radius(list(stack), voxel)
     assert not found.estimated and found.coarse
     np.testing.assert_allclose(np.asarray(found.sigma_um) / voxel, scale)
-    assert quality_mixture.most_evident_scale(list(stack), voxel, spot_scale.STARTING_SCALES)[0] == scale
+    assert quality_mixture.most_evident_scale(list(stack), voxel, spot_scale.FALLBACK_SCALES)[0] == scale
     noise = _stack("gaussian", size, voxel, n_spots=0, frames=10, photons=0.0, field=(4.8, 9.0, 9.0), seed=3)
-    assert quality_mixture.most_evident_scale(list(noise), voxel, spot_scale.STARTING_SCALES) is None
+    assert quality_mixture.most_evident_scale(list(noise), voxel, spot_scale.FALLBACK_SCALES) is None
 
 
 def test_reads_no_more_frames_than_needed():

@@ -242,11 +242,15 @@ def most_evident_scale(volumes: Sequence, voxel_size_um: Sequence[float],
     Returns
     -------
     (float, float) or None
-        The scale (voxels) and its evidence; None where no scale's evidence reaches :data:`EVIDENCE`.
+        The scale (voxels) and its evidence; None where no scale's evidence reaches :data:`EVIDENCE`. Scales
+        whose spot radius (``√3 σ``) exceeds the volume along an axis are not tried.
     """
     voxel = np.asarray(voxel_size_um, dtype=np.float64)
+    shape = np.array(volumes[0].shape) if len(volumes) else np.zeros(3)
     best = None
     for scale in scales:
+        if np.any((shape > 1) & (np.sqrt(3.0) * float(scale) > shape)):
+            continue  # a spot wider than the volume (which detection refuses): its maxima are the faces'
         radius = np.sqrt(3.0) * float(scale) * voxel
         fit = fit_quality_mixture([frame_maxima(volume, voxel, radius) for volume in volumes])
         if fit.evidence >= EVIDENCE and (best is None or fit.evidence > best[1]):

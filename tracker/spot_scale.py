@@ -76,8 +76,10 @@ FALLBACK_SCALES = (1.0, 2**0.5, 2.0, 2**1.5, 4.0)
 """Filter scales (σ, voxels; a half-octave ladder over :data:`STARTING_SCALES`' range) among which the
 fallback of a failed estimate is the one where the frames' maxima show spots most clearly
 (:func:`tracker.quality_mixture.most_evident_scale`). On the 8 benchmark and held-out stacks whose estimate
-failed (150-200 photons), the scale of most evidence gave the best detection F1 of the five, or within 0.04 of
-it (0.08 of it with 1, 2, 4 alone: σ 1.17/1.5 voxels, 0.814 at 2 against 0.842 at √2, RMSE 162 against 137 nm)."""
+failed (150-200 photons), the scale of most evidence gave the best detection F1 of the five on each of the 6
+compared (the other 2, spots of σ 2 voxels, took 2). With 1, 2 and 4 alone, 4 of them were 0.03-0.10 below it
+(spots of σ 1.17/1.5 voxels: 0.814 at 2 against 0.842 at √2, RMSE 162 against 137 nm; σ 3.2/2.5 voxels: 0.264
+at 2 against 0.361 at 2.83)."""
 
 MAX_VOXELS = 1 << 21
 """Larger frames are cropped to a central block of about this many voxels (in y, x) for speed."""

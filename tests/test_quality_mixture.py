@@ -59,6 +59,7 @@ def test_the_fit_finds_the_noise_excess_and_the_spots_and_a_threshold_near_the_b
     # Each frame's own rule, alone, is stricter and worse here.
     own = [threshold.automatic_threshold(f.quality[f.quality >= 3.5], f.n_voxels, f.gradient_var) for f in frames]
     assert np.median(own) > fit.threshold
+    assert f"at most {fit.threshold:.2f}" in str(fit) and "10 frames" in str(fit)
 
 
 @pytest.mark.parametrize("excess", [0.6, 1.3, 2.0])
@@ -66,6 +67,7 @@ def test_noise_alone_shows_no_spots(excess):
     frames, _ = _frames(10, 2_000_000, excess, 0, 5.0, 1.0, seed=2)
     fit = fit_quality_mixture(frames)
     assert fit.threshold is None and fit.evidence < quality_mixture.EVIDENCE
+    assert "each frame's own" in str(fit)
     assert fit_quality_mixture([]).threshold is None
     assert fit_quality_mixture([FrameMaxima(np.empty(0), 1000, np.zeros(3))]).threshold is None
 

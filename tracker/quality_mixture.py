@@ -125,6 +125,15 @@ class QualityMixture:
     evidence: float
     n_frames: int
 
+    def __str__(self) -> str:
+        if self.threshold is None:
+            return (f"threshold: each frame's own (the maxima of {self.n_frames} frames pooled show no spots beyond "
+                    f"the noise's)")
+        return (f"threshold: each frame's, at most {self.threshold:.2f} (the maxima of {self.n_frames} frames "
+                f"pooled: about {self.n_spots / max(self.n_frames, 1):.0f} spots a frame of quality "
+                f"{self.spot_mean:.1f} ± {self.spot_spread:.1f}, noise maxima {self.noise_excess:.2f} × the "
+                f"smooth field's)")
+
 
 def frame_maxima(volume, voxel_size_um: Sequence[float], spot_radius_um: Sequence[float]) -> FrameMaxima:
     """The maxima of one frame's quality map at or above :data:`FIT_FLOOR`, found as :func:`tracker.detect.detect_spots`

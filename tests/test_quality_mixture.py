@@ -118,3 +118,16 @@ def test_no_stack_threshold_below_half_a_voxel():
     voxel, radius = (0.5, 0.2, 0.2), (0.3, 0.1, 0.1)
     stack = _camera(EMPTY, (3, 13, 61, 61), voxel, (0.35, 0.15, 0.15), photons=0.0, seed=1)
     assert estimate_threshold(list(stack), voxel, radius).threshold is None
+
+
+@pytest.mark.gpu
+def test_gpu_stack_threshold_matches_the_cpu():
+    cp = pytest.importorskip("cupy")
+    voxel, size = (0.3, 0.1, 0.1), (0.6, 0.2, 0.2)
+    truth = simulate.simulate_tracks(8, 10, (4.8, 9.0, 9.0), 0.5, margin_um=0.0, seed=4)
+    stack = _camera(truth, (10, 17, 91, 91), voxel, size, photons=200.0, seed=4)
+    radius = tuple(np.sqrt(3) * np.asarray(size))
+    cpu = estimate_threshold(list(stack), voxel, radius)
+    gpu = estimate_threshold([cp.asarray(frame) for frame in stack], voxel, radius)
+    assert gpu.threshold == cpu.threshold and gpu.evidence == pytest.approx(cpu.evidence, rel=1e-3)
+    assert pipeline.estimate_stack_threshold(as_stack(stack, voxel), radius, device="gpu").threshold == cpu.threshold

@@ -370,8 +370,9 @@ def main() -> None:
                 r = json.loads(line)
                 kept[(r["psf"], tuple(r["voxel"]), r["photons"], float(r["nn_um"]))] = r
     if args.held_out:
-        cells = [(1000 + i, (label, (psf, size)), voxel, photons, nn_um) for i, ((label, (psf, size, voxel)), photons, nn_um)
-                 in enumerate(itertools.product(HELD_OUT.items(), HELD_OUT_PHOTONS, HELD_OUT_NN_UM))]
+        held = itertools.product(HELD_OUT.items(), HELD_OUT_PHOTONS, HELD_OUT_NN_UM)
+        cells = [(1000 + i, (label, (psf, size)), voxel, photons, nn_um)
+                 for i, ((label, (psf, size, voxel)), photons, nn_um) in enumerate(held)]
     else:
         cells = [(seed, *cell) for seed, cell in enumerate(itertools.product(PSFS.items(), VOXELS, PHOTONS, NN_UM))]
     for seed, (label, (psf, size)), voxel, photons, nn_um in cells:

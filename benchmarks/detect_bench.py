@@ -41,6 +41,7 @@ import numpy as np
 from tracker.backend import cupy_or_none
 from tracker.detect import detect_spots
 from tracker.metrics import match_points
+from tracker.quality_mixture import estimate_threshold
 from tracker.simulate import gaussian_equivalent_sigma, render_camera_stack, render_stack, simulate_tracks
 from tracker.spot_scale import estimate_spot_radius, frames_to_sample
 
@@ -110,9 +111,14 @@ def table_of(rows: list[tuple[int, np.ndarray, np.ndarray]], voxel) -> dict:
 
 
 def run_ours(stack, voxel, radius, threshold=None) -> tuple[dict, float]:
+    """Ours on every frame; ``threshold=None``: as ``track run`` (each frame's automatic threshold, at most the
+    stack's from its sampled frames, :func:`tracker.quality_mixture.estimate_threshold`; its time included)."""
     tables, start = [], time.perf_counter()
+    stack_threshold = None
+    if threshold is None:
+        stack_threshold = estimate_threshold([stack[t] for t in frames_to_sample(len(stack))], voxel, radius).threshold
     for t in range(len(stack)):
-        table = detect_spots(stack[t], voxel, radius, threshold, frame=t)
+        table = detect_spots(stack[t], voxel, radius, threshold, frame=t, stack_threshold=stack_threshold)
         tables.append((t, np.column_stack([table["z_vox"], table["y_vox"], table["x_vox"]]), table["quality"]))
     return table_of(tables, voxel), (time.perf_counter() - start) / len(stack)
 
@@ -202,7 +208,11 @@ def run_trackmate(stack, voxel, sigma_vox, truth) -> tuple[dict, float]:
     return best, elapsed
 
 
-def evaluate_stack(label, psf, size, voxel, photons, nn_um, seed) -> dict:
+def evaluate_stack(label, psf, size, voxel, photons, nn_um, seed, kept: dict | None = None,
+                   ours_only: bool = False) -> dict:
+    """One stack's record. ``kept``: an earlier record of the same stack whose fixed-threshold columns (the
+    peers', ours at the oracle threshold) are kept instead of re-run (they do not depend on the automatic
+    threshold); ``ours_only``: those columns left out (stacks of the held-out families)."""
     stack, truth = make_stack(psf, size, voxel, photons, nn_um, seed)
     true_sigma = np.asarray(size) if psf == "gaussian" else gaussian_equivalent_sigma(size)
     true_radius = tuple(float(r) for r in np.sqrt(3.0) * true_sigma)
@@ -220,6 +230,10 @@ def evaluate_stack(label, psf, size, voxel, photons, nn_um, seed) -> dict:
     found, elapsed = run_ours(stack, voxel, true_radius)
     record["ours true radius"] = {**scores(found, truth), "time": elapsed}
     # Re-run per threshold: which close spots are split depends on it, so filtering one run is not the same.
+    if ours_only:
+        return record
+    if kept is not None:
+        return {**record, **{name: kept[name] for name in ("ours true radius, oracle", *PEERS)}}
     runs = [(scores(run_ours(stack, voxel, true_radius, threshold=level)[0], truth), level)
             for level in ORACLE_THRESHOLDS]
     best, level = max(runs, key=lambda run: run[0]["f1"])
@@ -228,6 +242,28 @@ def evaluate_stack(label, psf, size, voxel, photons, nn_um, seed) -> dict:
         best, elapsed = runner(stack, voxel, sigma_vox, truth)
         record[name] = {**best, "time": elapsed}
     return record
+
+
+HELD_OUT = {"gauss 0.45/0.18": ("gaussian", (0.45, 0.18, 0.18), (0.4, 0.15, 0.15)),
+            "gauss 0.8/0.25": ("gaussian", (0.8, 0.25, 0.25), (0.25, 0.1, 0.1)),
+            "confocal 0.8/0.2": ("confocal", (0.8, 0.2, 0.2), (0.4, 0.12, 0.12))}
+"""``--held-out``: families no choice of the detector's was made on (PSF, size µm, voxel µm), each at
+:data:`HELD_OUT_PHOTONS` and :data:`HELD_OUT_NN_UM`, seeds 1000 and up."""
+HELD_OUT_PHOTONS = (200, 300, 800)
+HELD_OUT_NN_UM = (2.0, 3.0)
+
+
+def held_out_markdown(records: list[dict]) -> str:
+    """The held-out families' table: ours at defaults and given the true radius (no peers)."""
+    lines = ["| PSF (µm) | voxel (µm) | photons | NN (µm) | radius est./true | ours default: R / P / F1 | "
+             "ours true radius: R / P / F1 |", "|---|---|---:|---:|---|---|---|"]
+    for r in records:
+        ratio = ", ".join(f"{e / t:.2f}" for e, t in zip(r["estimated_radius"], r["true_radius"]))
+        cells = [f"{r[m]['recall']:.2f} / {r[m]['precision']:.2f} / {r[m]['f1']:.3f}"
+                 for m in ("ours default", "ours true radius")]
+        lines.append(f"| {r['psf']} | {', '.join(f'{v:g}' for v in r['voxel'])} | {r['photons']} | "
+                     f"{r['nn_um']:g} | {ratio} | " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
 
 
 PEERS = ("blob_log", "trackpy", "TrackMate LoG")
@@ -311,6 +347,10 @@ def main() -> None:
     parser.add_argument("--out", help="write the markdown tables here (grid)")
     parser.add_argument("--jsonl", help="append one JSON record per stack here (grid)")
     parser.add_argument("--only", help="grid cells whose label contains this text (e.g. 'confocal')")
+    parser.add_argument("--keep-peers", help="a JSONL of earlier records: their peers' and oracle columns are kept, "
+                        "only ours at the automatic threshold re-run")
+    parser.add_argument("--held-out", action="store_true", help="the held-out families instead of the grid "
+                        "(ours only)")
     parser.add_argument("--speed", action="store_true", help="time detect_spots on one large frame instead")
     parser.add_argument("--shape", default="64,512,512", help="--speed: z,y,x voxels")
     parser.add_argument("--particles", type=int, default=5000, help="--speed: spots")
@@ -323,18 +363,30 @@ def main() -> None:
         speed(args)
         return
     records = []
-    cells = itertools.product(PSFS.items(), VOXELS, PHOTONS, NN_UM)
-    for seed, ((label, (psf, size)), voxel, photons, nn_um) in enumerate(cells):
+    kept = {}
+    if args.keep_peers:
+        with open(args.keep_peers, encoding="utf-8") as handle:
+            for line in handle:  # (the last record of a stack wins)
+                r = json.loads(line)
+                kept[(r["psf"], tuple(r["voxel"]), r["photons"], float(r["nn_um"]))] = r
+    if args.held_out:
+        held = itertools.product(HELD_OUT.items(), HELD_OUT_PHOTONS, HELD_OUT_NN_UM)
+        cells = [(1000 + i, (label, (psf, size)), voxel, photons, nn_um)
+                 for i, ((label, (psf, size, voxel)), photons, nn_um) in enumerate(held)]
+    else:
+        cells = [(seed, *cell) for seed, cell in enumerate(itertools.product(PSFS.items(), VOXELS, PHOTONS, NN_UM))]
+    for seed, (label, (psf, size)), voxel, photons, nn_um in cells:
         name = f"{label} {voxel} {photons} {nn_um}"
         if args.only and args.only not in name:
             continue
-        record = evaluate_stack(label, psf, size, voxel, photons, nn_um, seed)
+        record = evaluate_stack(label, psf, size, voxel, photons, nn_um, seed,
+                                kept=kept.get((label, tuple(voxel), photons, float(nn_um))), ours_only=args.held_out)
         records.append(record)
         print(json.dumps(record), flush=True)
         if args.jsonl:
             with open(args.jsonl, "a", encoding="utf-8") as handle:
                 handle.write(json.dumps(record) + "\n")
-    text = markdown(records)
+    text = held_out_markdown(records) if args.held_out else markdown(records)
     if args.out:
         with open(args.out, "w", encoding="utf-8") as handle:
             handle.write(text)

@@ -2,7 +2,7 @@ import numpy as np
 import pytest
 from scipy.spatial import cKDTree
 
-from tracker import detect, dog, simulate
+from tracker import detect, dog, simulate, threshold
 
 VOXEL = (0.4, 0.15, 0.15)
 
@@ -157,64 +157,6 @@ def test_2d_frames_with_estimated_and_given_radius():
         detect.detect_spots(frame, voxel, (0.3, -1.0, 0.3))
 
 
-def _noise_maxima(n_voxels: int, grad: np.ndarray) -> np.ndarray:
-    """Quality of the noise maxima the model expects (with NOISE_EXCESS): one where each integer count is crossed."""
-    levels = np.linspace(detect.THRESHOLD_RANGE[0], 12.0, 4000)
-    expected = detect.NOISE_EXCESS * dog.expected_noise_maxima(n_voxels, grad, levels)
-    return np.interp(-np.arange(1, int(expected[0]) + 1), -expected, levels)
-
-
-def _f1(values: np.ndarray, is_spot: np.ndarray, n_spots: int, threshold: float) -> float:
-    kept = values >= threshold
-    return 2 * int(np.sum(kept & is_spot)) / (int(np.sum(kept)) + n_spots)
-
-
-def test_automatic_threshold_follows_the_noise_and_the_spots():
-    grad = np.array([0.1, 0.1, 0.1])
-    floor, ceiling = detect.THRESHOLD_RANGE
-    assert detect.automatic_threshold(np.array([]), 10**6, grad) == ceiling
-    noise = _noise_maxima(10**6, grad)
-    assert detect.automatic_threshold(noise, 10**6, grad) == ceiling  # noise alone: nothing is a spot
-    # Bright spots clear of the noise: the threshold leaves (nearly) all noise maxima out.
-    bright = np.concatenate([noise, np.full(50, 20.0)])
-    assert np.sum(noise >= detect.automatic_threshold(bright, 10**6, grad)) <= 1
-    # Higher for a larger volume, as the noise maxima it holds grow.
-    values = np.linspace(3.5, 12, 200)
-    assert detect.automatic_threshold(values, 10**5, grad) < detect.automatic_threshold(values, 10**7, grad)
-
-
-def test_automatic_threshold_is_near_the_best_f1_on_faint_crowded_spots():
-    # Faint spots among the noise maxima the model expects: the estimated F1's maximum is close to the true one,
-    # and well below the precision rule's threshold, which gives up most of the spots to keep noise out.
-    grad = np.full(3, 0.1)
-    rng = np.random.default_rng(3)
-    for n_voxels, centre in ((10**6, 4.5), (10**6, 5.0), (4 * 10**6, 5.0)):
-        noise = _noise_maxima(n_voxels, grad)
-        spots = rng.normal(centre, 0.6, 150)
-        values = np.concatenate([noise, spots])
-        is_spot = np.arange(len(values)) >= len(noise)
-        visible = values >= detect.THRESHOLD_RANGE[0]
-        values, is_spot = values[visible], is_spot[visible]
-        best = max(_f1(values, is_spot, 150, u) for u in np.arange(3.5, 8.0, 0.05))
-        chosen = detect.automatic_threshold(values, n_voxels, grad)
-        assert _f1(values, is_spot, 150, chosen) >= best - 0.03
-        precise = detect.precise_threshold(values, n_voxels, grad)
-        assert chosen < precise and _f1(values, is_spot, 150, chosen) > _f1(values, is_spot, 150, precise)
-
-
-def test_precise_threshold_keeps_a_few_faint_spots_that_noise_hardly_explains():
-    grad = np.full(3, 0.1)
-    ten = np.full(10, 5.0)
-    noise = detect.NOISE_EXCESS * dog.expected_noise_maxima(10**6, grad, np.array([5.0]))[0]
-    # 0.14 noise maxima expected above 5: more than 1 % of ten, so the fraction rule alone would drop them;
-    # each of them is still far more likely a spot than noise (the marginal rule).
-    assert 0.01 * len(ten) < noise < len(ten) / (1 + detect.TRUE_PER_FALSE)
-    assert detect.precise_threshold(ten, 10**6, grad) <= 5.0
-    assert detect.precise_threshold(ten, 10**8, grad) > 5.0  # 14 expected: noise explains them
-    assert detect.automatic_threshold(ten, 10**6, grad) <= 5.0
-    assert detect.automatic_threshold(ten, 10**8, grad) > 5.0
-
-
 @pytest.mark.gpu
 @pytest.mark.parametrize("photons", [1500, 250])  # bright close pairs (split); faint (low automatic threshold)
 def test_gpu_detection_with_estimated_radius_split_spots_and_automatic_threshold(photons):
@@ -238,7 +180,7 @@ def test_automatic_threshold_falls_back_to_the_precision_rule_below_half_a_voxel
     # Filtered at under half a voxel the noise is not the smooth field the F1 rule's noise model counts maxima
     # of: on pure noise it would keep dozens a frame; the precision rule keeps (almost) none.
     voxel, radius = (0.5, 0.2, 0.2), (0.3, 0.1, 0.1)  # σ 0.35, 0.29, 0.29 voxels
-    assert np.min(detect.spot_sigma_voxels(radius, voxel)) < detect.SMOOTH_SIGMA
+    assert np.min(detect.spot_sigma_voxels(radius, voxel)) < threshold.SMOOTH_SIGMA
     truth = simulate.simulate_tracks(1, 2, (6.0, 16.0, 16.0), 0.5, margin_um=1.0, seed=1)
     noise = _camera(truth, (2, 13, 81, 81), voxel, (0.35, 0.15, 0.15), photons=0.0, seed=3)
     assert sum(len(detect.detect_spots(frame, voxel, radius)["z"]) for frame in noise) <= 2

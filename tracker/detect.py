@@ -4,7 +4,7 @@ The filter is matched to the spot's size per axis (given, or estimated by
 :mod:`tracker.spot_scale`); its response is divided by its noise at each
 voxel (:mod:`tracker.dog`: the faces are noisier), and the threshold on that
 signal-to-noise ratio is chosen per frame from the expected number of noise
-maxima (:func:`automatic_threshold`). Spots merged by the filter
+maxima (:mod:`tracker.threshold`). Spots merged by the filter
 are split by a sharper band-pass (:func:`_split_close_spots`).
 
 Every function takes NumPy or CuPy volumes and computes with the matching
@@ -22,67 +22,15 @@ import scipy.ndimage
 from scipy.spatial import cKDTree
 
 from .backend import get_array_module, to_numpy
-from .dog import (as_float32, difference, expected_noise_maxima, filter_sigmas, gradient_variance, ndimage_for,
-                  noise_level, quality_map, sample_median, smoothed_and_dog, standardized)
+from .dog import (as_float32, difference, filter_sigmas, gradient_variance, ndimage_for, noise_level, quality_map,
+                  sample_median, smoothed_and_dog, standardized)
 from .params import DETECTION_DEFAULTS
 from .tables import Table, empty_detections
+from .threshold import THRESHOLD_RANGE, frame_thresholds
 
 DEFAULT_THRESHOLD = DETECTION_DEFAULTS.threshold
 """Default detection threshold, in units of the filter response's local noise; None: chosen per frame
-(:func:`automatic_threshold`)."""
-
-FALSE_FRACTION = 0.01
-""":func:`precise_threshold`'s bound: the lowest threshold at which noise explains at most this fraction of the
-detections (used where precision matters more than recall: the spot-size estimate's candidates, and the
-partners of merged spots)."""
-
-NOISE_EXCESS = 2.0
-"""Noise maxima counted per predicted one: on pure-noise camera stacks (Poisson + read noise, 1–3 photons
-of background per voxel; 85k–2M voxels; spot σ 0.7–2 voxels) our detections above 4–4.5 were 0.6–2.1 times
-:func:`tracker.dog.expected_noise_maxima` (heavier tails than a Gaussian, under-sampled axes)."""
-
-NOISE_BOUND = 2.0
-"""The automatic threshold counts the noise maxima above a level as their expected number plus this many
-of its standard deviations (a Poisson count: ``m + 2√m``), an upper bound that a frame's own noise rarely
-exceeds. Without it (expected count alone), on sparse frames (~10 spots in 0.1–1.5 M voxels) the chance
-excess of noise maxima at low levels passed for spots: with the radius estimated, F1 0.997 → 0.958,
-0.997 → 0.970 and 0.991 → 0.972 on three 400–1500-photon stacks of the benchmark grid (maxima counted
-before the splitting of close spots). 2 is the usual two-sided 95 % bound, not tuned (in that count of
-maxima, 1.5 and 3 each missed one more grid stack's target). With it and :data:`SPOT_EVIDENCE`, the detector
-on all 36 grid stacks (``benchmarks/results/detect_bench.md``): F1 at most 0.004 below the previous rule's,
-up to 0.21 above on the 150-photon ones."""
-
-SPOT_EVIDENCE = 3.0
-"""The automatic threshold finds spots in a frame only where, at some level, the maxima exceed the noise's
-expected count by this many of its standard deviations (``m + 3√m``); otherwise the frame gets the ceiling.
-The F1 rule alone (bound :data:`NOISE_BOUND` at every level, scanned over 90 levels) found spots in pure
-noise often: 3.05 and 0.75 false spots per volume on 20 pure-noise camera volumes of 13 × 61 × 61 and
-1 × 200 × 200 voxels (``test_few_false_spots_on_pure_noise_faces_included``, where the precision rule gives
-about 0.1)."""
-
-TRUE_PER_FALSE = 9.0
-""":func:`precise_threshold`'s marginal rule counts a false detection as costing this many true ones (a
-detection at the threshold is at least 90 % likely a spot). Measured with the true radius on the benchmark
-grid's 150-photon and sparse stacks (18 of 36), the marginal rule alone: 4 raised F1 on the faint ones more
-(σ 0.6/0.2 µm, 0.5/0.2 µm voxels, 150 photons: 0.38 → 0.50 and 0.41 → 0.46) but cost the sparse bright
-ones precision (0.99 → 0.97); 19 gave back most of 9's gains on the faint stacks (0.02-0.12 F1) and
-changed no bright one by more than 0.003. With the fraction rule (the lower threshold of the two), all 36
-grid stacks: F1 at least the fraction rule's alone − 0.003, and +0.05 to +0.21 on eight faint ones; on 18
-stacks of three other PSF/voxel families, 200-800 photons, neighbours 2 and 3 µm apart, which it was not
-chosen on: at least the fraction rule's alone everywhere, up to +0.14. (The detector's default threshold
-until the F1 rule, :func:`automatic_threshold`.)"""
-
-SMOOTH_SIGMA = 0.5
-"""The automatic threshold's F1 rule is used where the filter's σ is at least this many voxels on every axis
-filtered; below, :func:`precise_threshold` (whose 9-to-1 margin absorbs a poor noise model). The expected
-number of noise maxima is that of a smooth random field (:func:`tracker.dog.expected_noise_maxima`; its
-excess :data:`NOISE_EXCESS` measured at σ 0.7–2 voxels): filtered at under half a voxel the response is about
-the voxels' own noise, which has more maxima. Seen on a sparse 150-photon stack of the benchmark grid with a
-spot size mis-estimated from 8 spots (σ 0.1 voxel in x): the F1 rule kept 32–195 maxima a frame at
-thresholds 3.7–4.35 (detection precision 0.02); the precision rule kept none (8.0) or few."""
-
-THRESHOLD_RANGE = (3.5, 8.0)
-"""Bounds of the automatic threshold (SNR)."""
+(:func:`tracker.threshold.automatic_threshold`)."""
 
 SPLIT_SCALE = 0.5
 """The sharp response that splits merged spots is the volume smoothed at this fraction of the spot's σ,
@@ -139,12 +87,20 @@ def radius_per_axis(spot_radius_um: float | Sequence[float], shape: Sequence[int
     return radius
 
 
+def maxima_footprint(radius_um: np.ndarray, voxel_size_um: Sequence[float], shape: Sequence[int]) -> list[int]:
+    """The neighbourhood a spot's maximum is the largest of: one spot radius each way (at least one voxel), in
+    voxels per axis ``z, y, x`` (1 along an axis of one voxel)."""
+    radius_vox = np.asarray(radius_um, dtype=np.float64) / np.asarray(voxel_size_um, dtype=np.float64)
+    return [2 * max(1, int(np.floor(r))) + 1 if n > 1 else 1 for r, n in zip(radius_vox, shape)]
+
+
 def detect_spots(
     volume,
     voxel_size_um: Sequence[float],
     spot_radius_um: float | Sequence[float] | None = DETECTION_DEFAULTS.spot_radius_um,
     threshold: float | None = None,
     frame: int = 0,
+    stack_threshold: float | None = None,
 ) -> Table:
     """Find spots in one 3D volume with sub-voxel precision.
 
@@ -163,9 +119,13 @@ def detect_spots(
     threshold : float, optional
         Minimum ``quality``: the DoG response in units of its local noise (a
         signal-to-noise ratio). Default :data:`DEFAULT_THRESHOLD`; None:
-        chosen for this frame by :func:`automatic_threshold`.
+        chosen for this frame by :func:`tracker.threshold.frame_thresholds`.
     frame : int
         Written into the ``frame`` column.
+    stack_threshold : float, optional
+        With ``threshold=None``: the stack's threshold from several frames
+        pooled (:func:`tracker.quality_mixture.estimate_threshold`);
+        this frame's is not above it.
 
     Returns
     -------
@@ -185,7 +145,7 @@ def detect_spots(
     volume = xp.asarray(volume)
     if volume.ndim != 3:
         raise ValueError(f"expected a (Z, Y, X) volume, got shape {tuple(volume.shape)}")
-    if volume.dtype.kind == "f" and not _all_finite(volume):
+    if volume.dtype.kind == "f" and not all_finite(volume):
         raise ValueError(f"frame {frame} contains NaN or infinite values")
     if spot_radius_um is None:
         from .spot_scale import estimate_spot_radius
@@ -203,16 +163,11 @@ def detect_spots(
         return _with_voxel_columns(empty_detections(), frame)
 
     # Local maxima within one spot radius (at least one voxel each way).
-    footprint_size = [2 * max(1, int(np.floor(r))) + 1 if n > 1 else 1
-                      for r, n in zip(radius / voxel, volume.shape)]
+    footprint_size = maxima_footprint(radius, voxel, volume.shape)
     coords, values = local_maxima(quality, footprint_size, THRESHOLD_RANGE[0] if automatic else threshold)
     if automatic:
-        candidates = (values, int(np.prod(volume.shape)), gradient_variance(quality))
-        filtered = [s for s, n in zip(sigma, volume.shape) if n > 1]
-        smooth = min(filtered, default=SMOOTH_SIGMA) >= SMOOTH_SIGMA
-        threshold = automatic_threshold(*candidates) if smooth else precise_threshold(*candidates)
-        # A merged spot's partner is sought down to the precision rule's level (the partner needs no F1 trade-off of its own: it is found only beside a spot kept).
-        split_threshold = min(threshold, precise_threshold(*candidates))
+        threshold, split_threshold = frame_thresholds(values, int(np.prod(volume.shape)), gradient_variance(quality),
+                                                      sigma, volume.shape, stack_threshold)
         coords = coords[values >= threshold]
     else:
         split_threshold = threshold
@@ -248,7 +203,7 @@ def detect_spots(
     }
 
 
-def _all_finite(volume) -> bool:
+def all_finite(volume) -> bool:
     """Whether ``volume`` (NumPy or CuPy) holds no NaN or infinite value."""
     if get_array_module(volume) is np:
         return bool(np.isfinite(volume).all())
@@ -289,82 +244,6 @@ def values_at(image, coords: np.ndarray) -> np.ndarray:
     from . import detect_gpu
 
     return detect_gpu.values_at(image, coords)
-
-
-def _threshold_levels() -> np.ndarray:
-    """The automatic thresholds' candidates: :data:`THRESHOLD_RANGE` in steps of 0.05."""
-    return np.round(np.arange(THRESHOLD_RANGE[0], THRESHOLD_RANGE[1] + 1e-9, 0.05), 2)
-
-
-def automatic_threshold(peak_quality: np.ndarray, n_voxels: int, gradient_var: np.ndarray) -> float:
-    """The threshold that maximises the frame's F1 as estimated from its maxima and a noise model.
-
-    Above a level ``u`` the frame has ``found(u)`` maxima, of which noise
-    explains at most ``false(u) = m + b √m`` (``m``: the expected number of
-    noise maxima, :func:`tracker.dog.expected_noise_maxima` times
-    :data:`NOISE_EXCESS`, from the response's smoothness and the volume;
-    ``b`` = :data:`NOISE_BOUND`), so at least ``true(u) = found(u) − false(u)``
-    are spots, and the frame holds at least ``N = max_u true(u)`` spots. The
-    estimated F1 is ``2 true(u) / (found(u) + N)``; its maximum is where a
-    further detection is a spot with probability F1 / 2, so faint, crowded
-    frames (low F1) get a low threshold and accept less precision, bright
-    ones a high one. Ties: the highest level. Where noise explains every
-    maximum (``N = 0``, pure noise), the range's ceiling.
-
-    Parameters
-    ----------
-    peak_quality : (n,) floats
-        Quality of the local maxima at or above :data:`THRESHOLD_RANGE`'s floor.
-    n_voxels : int
-        Voxels of the volume searched.
-    gradient_var : (3,) floats
-        :func:`tracker.dog.gradient_variance` of the quality map.
-
-    Returns
-    -------
-    float
-        A level of :data:`THRESHOLD_RANGE`, in steps of 0.05 (quality units).
-    """
-    levels = _threshold_levels()
-    found = len(peak_quality) - np.searchsorted(np.sort(peak_quality), levels, side="left")
-    expected = NOISE_EXCESS * expected_noise_maxima(n_voxels, gradient_var, levels)
-    spread = np.sqrt(expected)
-    if not np.any(found > expected + SPOT_EVIDENCE * spread):  # nothing noise does not explain: no spots
-        return THRESHOLD_RANGE[1]
-    true = np.maximum(found - expected - NOISE_BOUND * spread, 0.0)
-    n_true = float(true.max())
-    if n_true <= 0.0:
-        return THRESHOLD_RANGE[1]
-    f1 = 2.0 * true / (found + n_true)
-    return float(levels[len(levels) - 1 - int(np.argmax(f1[::-1]))])
-
-
-def precise_threshold(peak_quality: np.ndarray, n_voxels: int, gradient_var: np.ndarray,
-                      false_fraction: float = FALSE_FRACTION) -> float:
-    """A threshold for precision: the lower of two false-alarm rules (the detector's rule before the F1 one).
-
-    With ``noise(u)`` the expected number of noise maxima above ``u`` (as in
-    :func:`automatic_threshold`, without the bound):
-
-    * a false-discovery-rate rule: noise explains at most ``false_fraction``
-      (:data:`FALSE_FRACTION`) of the detections;
-    * a marginal rule: the threshold maximises the expected true detections
-      less :data:`TRUE_PER_FALSE` times the expected false ones, i.e. it is
-      lowered while each further detection is at least 90 % likely a spot.
-
-    Used to pick the spot-size estimate's candidates, where a noise maximum
-    costs more than a missed spot. Parameters as :func:`automatic_threshold`.
-    """
-    levels = _threshold_levels()
-    found = len(peak_quality) - np.searchsorted(np.sort(peak_quality), levels, side="left")
-    noise = NOISE_EXCESS * expected_noise_maxima(n_voxels, gradient_var, levels)
-    rule_of_fractions = np.flatnonzero(noise <= false_fraction * found)
-    lowest = float(levels[rule_of_fractions[0]]) if len(rule_of_fractions) else THRESHOLD_RANGE[1]
-    # The marginal rule: expected true detections less TRUE_PER_FALSE false ones, at their largest (ties: the
-    # highest threshold, so pure noise gets the ceiling).
-    gain = found - (1.0 + TRUE_PER_FALSE) * noise
-    marginal = float(levels[len(levels) - 1 - int(np.argmax(gain[::-1]))])
-    return min(lowest, marginal)
 
 
 def _split_close_spots(volume, smoothed, sigma: np.ndarray, quality, coords, footprint_size, threshold: float):

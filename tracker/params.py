@@ -182,7 +182,9 @@ class DetectionParams(_Validated):
         help="Detection threshold: the filter response over its noise at that voxel (a signal-to-noise ratio; "
              "the faces' higher noise included). Not given: chosen per frame to maximise its estimated F1, the "
              "maxima found above each level less the noise maxima expected there (from the response's smoothness "
-             "and the volume); frames where noise explains every level get 8; between 3.5 and 8.")
+             "and the volume); frames where noise explains every level get 8; between 3.5 and 8. Where the maxima "
+             "of up to 10 frames, pooled, show spots (noise maxima plus spots fitted to their qualities), no "
+             "frame's is above the threshold that maximises that fit's F1.")
     device: str = _param(
         "auto", cli="--device", choices=("auto", "cpu", "gpu"),
         help="Where detection runs: 'auto' uses a GPU when CuPy finds one.")

@@ -26,6 +26,7 @@ from .linking import LinkSummary, link_detections
 from .parallel_frames import frames_in_flight, map_frames_in_order, read_ahead
 from .params import DETECTION_DEFAULTS, LINKING_DEFAULTS, DetectionParams, LinkingParams
 from .progress import ProgressCallback, Stage
+from .quality_mixture import QualityMixture, estimate_threshold
 from .spot_scale import SpotScale, estimate_spot_radius, frames_to_sample
 from .stack import Stack, as_stack
 from .tables import Table, concat_tables, empty_detections
@@ -95,6 +96,30 @@ def _estimate_spot_scale(stack: Stack, xp: Any, device: str) -> tuple[SpotScale,
         return estimate_spot_radius((np.asarray(stack.frame(t)) for t in sampled), stack.voxel_size), xp
 
 
+def estimate_stack_threshold(stack: Stack, spot_radius_um: float | Sequence[float],
+                             device: str = "auto") -> QualityMixture:
+    """The stack's threshold for spots of ``spot_radius_um`` (µm), from the maxima of a few frames spread over it
+    (:func:`tracker.quality_mixture.estimate_threshold`): each frame's automatic threshold is at most its
+    ``threshold`` (None: each frame's own)."""
+    return _estimate_threshold(stack, spot_radius_um, resolve_device(device), device)[0]
+
+
+def _estimate_threshold(stack: Stack, spot_radius_um: float | Sequence[float], xp: Any,
+                        device: str) -> tuple[QualityMixture, Any]:
+    """The stack's threshold on ``xp``'s device, and the array module detection goes on with (as
+    :func:`_estimate_spot_scale`)."""
+    sampled = frames_to_sample(stack.n_frames)
+    try:
+        return estimate_threshold((xp.asarray(stack.frame(t)) for t in sampled), stack.voxel_size,
+                                  spot_radius_um), xp
+    except Exception as error:
+        if xp is np or not _gpu_out_of_memory(error):
+            raise
+        xp = _cpu_after_gpu_out_of_memory(xp, device, stack, sampled[0])
+        return estimate_threshold((np.asarray(stack.frame(t)) for t in sampled), stack.voxel_size,
+                                  spot_radius_um), xp
+
+
 def detect_stack(
     stack: Stack,
     spot_radius_um: float | Sequence[float] | None = _D.spot_radius_um,
@@ -116,7 +141,8 @@ def detect_stack(
     spot_radius_um, threshold, device
         See :class:`tracker.params.DetectionParams`: ``spot_radius_um=None`` estimates one spot size for the
         whole stack from a few frames (:func:`estimate_stack_spot_scale`); ``threshold=None`` chooses it per
-        frame (:func:`tracker.detect.automatic_threshold`).
+        frame (:func:`tracker.threshold.automatic_threshold`), at most the stack's threshold from a few frames
+        (:func:`estimate_stack_threshold`).
     detection : DetectionParams, optional
         All of them as one object, instead of the keywords.
     progress : callable, optional
@@ -153,6 +179,9 @@ def _detect_stack(stack: Stack, detection: DetectionParams, progress: ProgressCa
         spot_scale, xp = _estimate_spot_scale(stack, xp, device)
         arguments["spot_radius_um"] = spot_scale.radius_um
     check_detection_scale(stack.shape[1:], stack.voxel_size, arguments["spot_radius_um"])
+    if arguments["threshold"] is None:  # each frame's at most the stack's, from a few frames' maxima pooled
+        mixture, xp = _estimate_threshold(stack, arguments["spot_radius_um"], xp, device)
+        arguments["stack_threshold"] = mixture.threshold
     tables = []
     n_constant = 0
 
@@ -265,7 +294,7 @@ def track_stack(
         stack (:func:`estimate_stack_spot_scale`, reported in :attr:`TrackingResult.spot_scale`).
     threshold : float, optional
         Detection threshold in units of the filter response's noise; None (the default): chosen per frame
-        (:func:`tracker.detect.automatic_threshold`).
+        (:func:`tracker.threshold.automatic_threshold`).
     device : {"auto", "cpu", "gpu"}
         Where detection runs.
     max_displacement_um : float or None

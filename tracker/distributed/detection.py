@@ -25,9 +25,10 @@ from ..parallel_frames import read_ahead
 from ..params import DetectionParams
 from ..pipeline import (
     _cpu_after_gpu_out_of_memory, _detect_volume, _gpu_out_of_memory, check_frames_detected,
-    estimate_stack_spot_scale,
+    estimate_stack_spot_scale, estimate_stack_threshold,
 )
 from ..progress import ProgressCallback, Stage
+from ..quality_mixture import QualityMixture
 from ..spot_scale import SpotScale
 from ..tables import Table
 from ..validation import InputWarning, check_detection_scale, check_detections
@@ -145,6 +146,13 @@ def _detect_frames(client: Any, source: FrameSource, detection: DetectionParams,
         _warn(messages)
         arguments["spot_radius_um"] = spot_scale.radius_um
     check_detection_scale(stack.shape[1:], stack.voxel_size, arguments["spot_radius_um"])
+    if arguments["threshold"] is None:  # the stack's threshold, on a worker (as tracker.pipeline.detect_stack)
+        radius, device = arguments["spot_radius_um"], arguments["device"]
+        future = client.submit(threshold_task, source, radius, device, pure=True,
+                               key=f"tracker-stack-threshold-{tokenize(source, radius, device)}")
+        mixture, messages = _result(future, "estimating the threshold")
+        _warn(messages)
+        arguments["stack_threshold"] = mixture.threshold
     token = tokenize(source, sorted(arguments.items()))
     runs = [range(start, min(start + frames_per_task, stack.n_frames))
             for start in range(0, stack.n_frames, frames_per_task)]
@@ -224,6 +232,14 @@ def estimate_task(source: FrameSource, device: str) -> tuple[SpotScale, list[str
         warnings.simplefilter("always", InputWarning)
         scale = estimate_stack_spot_scale(source.open(), device)
     return scale, [str(w.message) for w in caught if issubclass(w.category, UserWarning)]
+
+
+def threshold_task(source: FrameSource, spot_radius_um, device: str) -> tuple[QualityMixture, list[str]]:
+    """On a worker: the stack's threshold (:func:`tracker.pipeline.estimate_stack_threshold`), and its warnings."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", InputWarning)
+        mixture = estimate_stack_threshold(source.open(), spot_radius_um, device)
+    return mixture, [str(w.message) for w in caught if issubclass(w.category, UserWarning)]
 
 
 def _run_summary(results: list[tuple[Table, bool, list[str]]]) -> list[tuple[int, bool, list[str]]]:

@@ -31,17 +31,20 @@ The first try is one phase at eps = 1 (exact when it ends) capped at :data:`FIRS
 instances (short gates) finish there; the others go on from its prices and assignment.
 
 Measured on one H100 (``benchmarks/results/lap_generous_h100.md``, ``solve_gated`` after the component split,
-issue 27's generous-gate family): 2.0 / 24 / 389 / 837 ms at 10k nodes for f = 0.1 / 0.3 / 0.5 / 0.7, 2.4 / 43
+issue 27's generous-gate family), before the global price updates below: 2.0 / 24 / 389 / 837 ms at 10k nodes for f = 0.1 / 0.3 / 0.5 / 0.7, 2.4 / 43
 / 1160 / 2690 ms at 100k, 7.3 / 133 ms at 1M (f = 0.1 / 0.3); all exact. The rounds, not their cost (about 2
 microseconds each in the one-block tail), are what is left at f >= 0.5: 200k-500k forward and reverse rounds,
 long chains of single evictions through the crowd between a dying particle and a born one. Profiled (same file,
 "Where the rounds go"): at 100k nodes, f = 0.5, 437k of 439k forward and all 462k reverse rounds run in block 0
 with at most :data:`SMALL` bidders left. Shortest augmenting paths for those last bidders
 (:data:`FINISH_ROWS`, :mod:`tracker.lap.gated_finish`) are exact but were slower there (about 10 ms a search
-in one block), so they are off by default. So are global price updates (:data:`GU_ROUNDS`): they end the
-forward price wars, but the reverse stages then fight the raised prices back down. The per-phase profile
-(same file) puts the wars in the coarse phases: at 100k nodes, f = 0.5, the phases at eps = 3 % to 0.001 % of
-the cost range took 1.7 s of 1.8 s.
+in one block), so they are off by default. The per-phase profile (same file) puts the wars in the coarse
+phases: at 100k nodes, f = 0.5, the phases at eps = 3 % to 0.001 % of the cost range took 1.7 s of 1.8 s.
+What ends them: global price updates (:data:`GU_ROUNDS`; Goldberg & Kennedy's global update of cost scaling),
+which set every column's price (forward) or row's value (reverse) from its shortest distance to an exit in
+one grid-wide search and keep eps-CS, so the phases' exactness argument is unchanged: 100k nodes, f = 0.5,
+2.0 s -> 244 ms (542k -> 16k forward and 436k -> 2.8k reverse rounds; what is left is mostly the updates' own
+label-correcting rounds, 16.6k of them, about 10 microseconds each).
 """
 
 from __future__ import annotations
@@ -79,19 +82,23 @@ EARLY_STOP = False
 """Phases before the last stop once at most :data:`SMALL` bidders are left (rows stay free, columns stale,
 for the next phase). Off: the last phase then carries the tails (100k nodes, f = 0.5, with FINISH_ROWS = 64:
 112k block rounds in the last phase, 3.1 s; same measurement)."""
-GU_ROUNDS = 0
-"""Forward stages: a global price update (every column's price raised by its shortest clipped reduced-cost
-distance to an exit; ``ga_phase``'s ``global_update`` in ``gated_auction.cu``) when the grid hands the last
-:data:`SMALL` bidders over to block 0, and again after every this many block rounds (0: never). Off: exact,
-but slower on the H100 (``benchmarks/results/lap_generous_h100.md``, "Global price updates"): at 100k nodes,
-f = 0.5, they cut the forward rounds from 551k to 7k-54k, but the reverse rounds grew from 529k to 1.5-2.6M
-(prices raised where no free row needed them come back down one reverse bid at a time): 3.4-12.9 s against
-2.0 s; f = 0.3: 60-186 ms against 46 ms."""
+GU_ROUNDS = 256
+"""A global price update (``ga_phase``'s ``global_update`` in ``gated_auction.cu``: forward, every owned
+column's price rises by its shortest clipped reduced-cost distance to an exit; reverse, every row's value falls
+by its distance to one) when a stage's grid rounds hand the last :data:`SMALL` bidders over to block 0, and
+again after every this many block rounds (0: never). Measured on the H100 (``benchmarks/results/
+lap_generous_h100.md``, "Global price updates", with :data:`GU_CAP` = 16 and :data:`GU_REVERSE`): 44.7 ms
+against 150 ms without at 10k nodes, f = 0.5; 244 ms against 2.0 s at 100k, f = 0.5; 38.4 against 46.5 ms
+at 100k, f = 0.3; every 16 / 64 block rounds 60-330 % slower than 256 at 100k, f = 0.5. Not measured with
+these settings at 1M nodes (once per stage with the cap: 6.57 s against 7.10 s at f = 0.5, 142 against
+132 ms at f = 0.3; every 64 rounds without the cap: 17.3 s and 762 ms)."""
 GU_REVERSE = True
-"""... and in the reverse stages (the mirror image: rows' values fall by their distance to an exit)."""
+"""... in the reverse stages too (the mirror image). Forward only, the reverse stages fought the raised prices
+back down: 100k nodes, f = 0.5, 1.5-3.0M reverse rounds and 3.4-12.9 s (same file)."""
 GU_CAP = 16
-"""... raising each price by at most this many times the phase's eps (0: no cap; any cap keeps eps-CS; 1, 16
-and 256 measured, same table)."""
+"""... each label (a price's change) at most this many times the phase's eps (0: no cap; any cap keeps eps-CS,
+and labels at the cap are not propagated: the searches stay near the exits). 16 against none, every 256
+rounds: 244 vs 305 ms at 100k, f = 0.5; 38.4 vs 40.3 ms at f = 0.3; 44.7 vs 35.8 ms at 10k, f = 0.5."""
 MAX_ROUNDS = 1 << 30
 """Cap on the rounds of one stage of one phase (an error, never reached on feasible problems)."""
 

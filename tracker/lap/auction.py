@@ -497,8 +497,8 @@ register_solver(
     Solver(
         name="auction",
         description="GPU auction (Bertsekas; Vasconcelos & Rosenhahn 2009): Jacobi warp-per-row bidding, "
-        "int64 costs; gated float costs in one phase without dummy rows, else epsilon-scaling on the Jaqaman "
-        "square form; exact",
+        "int64 costs; gated problems and full matchings by the forward/reverse auction on the asymmetric form "
+        "with epsilon-scaling and global price updates, dense ones with the Hungarian's exact finish; exact",
         gpu=True,
         exact=True,
         dense=solve_dense,

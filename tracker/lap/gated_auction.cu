@@ -20,6 +20,9 @@
 //      beta_i = (value of i's assigned option) - cost[i, j]; if beta_1 <= eps its price drops to 0 and it
 //      stays unmatched; otherwise it takes row i* (beta_1) at price max(0, beta_2 - eps), and the column
 //      i* leaves becomes stale if its price is > 0. Reverse bids keep eps-CS and never unassign a row.
+// In both stages, once block 0 has the last bidders (and then every gu_rounds of its rounds), a global price
+// update (global_update, below) moves every price at once by its shortest distance to an exit; it keeps
+// eps-CS, so it may run at any point of a stage.
 // At the end of every phase all rows are assigned, eps-CS holds and unmatched columns have price 0: the
 // assignment is within n * eps of the optimum.
 //

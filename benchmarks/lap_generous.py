@@ -192,7 +192,7 @@ def generous_table(sizes, steps, limit=20.0, baseline_max_n=100_000, seed=0) -> 
     from tracker.lap import auction
 
     header = ("| nodes | f | candidates / row | auction (GPU) | scipy sparse | vs scipy | scipy route | vs route "
-              "| lap.lapmod | vs lapmod | exact | phases / forward / reverse rounds (first try) |")
+              "| lap.lapmod | vs lapmod | exact | phases / forward / reverse rounds / global updates (first try) |")
     lines = [header, "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|:---:|---|"]
     for n in sizes:
         for step in steps:
@@ -231,7 +231,7 @@ def _result_row(n: int, step: float, per_row: float, t: float, ours: float, got:
             agree.append(ok)
     exact = "—" if not agree else ("yes" if all(agree) else "**NO**")
     rounds = (f"{stats.get('phases', 0)} / {stats.get('forward_rounds', 0)} / "
-              f"{stats.get('reverse_rounds', 0)} ({stats.get('first_try', '—')})")
+              f"{stats.get('reverse_rounds', 0)} / {stats.get('global_updates', 0)} ({stats.get('first_try', '—')})")
     return f"| {n:,} | {step} | {per_row:.1f} | {_fmt(t)} | " + " | ".join(cells) + f" | {exact} | {rounds} |"
 
 
@@ -242,7 +242,7 @@ def full_matching_table(sizes, steps, limit=20.0, baseline_max_n=100_000, seed=0
     from tracker.lap import auction
 
     lines = ["| nodes | f | candidates / row | auction (GPU) | scipy | vs scipy | lap.lapmod | vs lapmod | exact "
-             "| phases / forward / reverse rounds (first try) |",
+             "| phases / forward / reverse rounds / global updates (first try) |",
              "|---:|---:|---:|---:|---:|---:|---:|---:|:---:|---|"]
     for n in sizes:
         for step in steps:

@@ -89,7 +89,8 @@ by its distance to one) when a stage's grid rounds hand the last :data:`SMALL` b
 again after every this many block rounds (0: never). Measured on the H100 (``benchmarks/results/
 lap_generous_h100.md``, "Global price updates", with :data:`GU_CAP` = 16 and :data:`GU_REVERSE`): 44.7 ms
 against 150 ms without at 10k nodes, f = 0.5; 244 ms against 2.0 s at 100k, f = 0.5; 38.4 against 46.5 ms
-at 100k, f = 0.3; every 16 / 64 block rounds 60-330 % slower than 256 at 100k, f = 0.5. Not measured with
+at 100k, f = 0.3. At 100k, f = 0.5, every 64 block rounds: 360 ms (763 ms without the cap); every 16, no
+cap: 3.3 s; once per stage: 1.5 s. Not measured with
 these settings at 1M nodes (once per stage with the cap: 6.57 s against 7.10 s at f = 0.5, 142 against
 132 ms at f = 0.3; every 64 rounds without the cap: 17.3 s and 762 ms)."""
 GU_REVERSE = True

@@ -49,6 +49,9 @@ class TrackingResult:
     spot_scale: SpotScale | None = None
     """The spot size estimated from the stack (``str()``: "spot radius 0.61, 0.26, 0.26 µm (estimated from
     143 spots)"); None when ``spot_radius_um`` was given."""
+    threshold_fit: QualityMixture | None = None
+    """The stack's threshold from a few frames' maxima pooled (``str()``: "threshold: each frame's, at most
+    4.35 (…)"); None when ``threshold`` was given."""
 
     @property
     def n_tracks(self) -> int:
@@ -165,16 +168,23 @@ def detect_stack(
     """
     keywords = {"spot_radius_um": spot_radius_um, "threshold": _D.threshold if threshold is None else threshold,
                 "device": device}
-    return _detect_stack(stack, _stage_params(DetectionParams, detection, _D, keywords), progress, workers)[0]
+    return _detect_stack(stack, _stage_params(DetectionParams, detection, _D, keywords), progress, workers).detections
+
+
+@dataclass(frozen=True)
+class _Detected:
+    detections: Table
+    spot_scale: SpotScale | None  # (None where the radius was given)
+    threshold_fit: QualityMixture | None  # (None where the threshold was given)
 
 
 def _detect_stack(stack: Stack, detection: DetectionParams, progress: ProgressCallback | None,
-                  workers: int | None = None) -> tuple[Table, SpotScale | None]:
-    """:func:`detect_stack`, and the spot size it estimated (None where the radius was given)."""
+                  workers: int | None = None) -> _Detected:
+    """:func:`detect_stack`, with the spot size and the stack's threshold it estimated."""
     arguments = detection.to_dict()
     device = arguments.pop("device")
     xp = resolve_device(device)
-    spot_scale = None
+    spot_scale = mixture = None
     if arguments["spot_radius_um"] is None:  # one scale for the whole stack, estimated from a few frames
         spot_scale, xp = _estimate_spot_scale(stack, xp, device)
         arguments["spot_radius_um"] = spot_scale.radius_um
@@ -211,7 +221,7 @@ def _detect_stack(stack: Stack, detection: DetectionParams, progress: ProgressCa
         map_frames_in_order(lambda t: np.asarray(stack.frame(t)),
                             lambda volume, t: _detect_volume(volume, t, stack.voxel_size, arguments),
                             range(t, stack.n_frames), in_flight, done)
-    return check_frames_detected(tables, n_constant), spot_scale
+    return _Detected(check_frames_detected(tables, n_constant), spot_scale, mixture)
 
 
 def check_frames_detected(tables: Sequence[Table], n_constant: int) -> Table:
@@ -335,9 +345,11 @@ def track_stack(
     linking = _stage_params(LinkingParams, linking, _L, keywords)
     timings: dict[str, float] = {}
     start = time.perf_counter()
-    detections, spot_scale = _detect_stack(stack, detection, progress)
+    detected = _detect_stack(stack, detection, progress)
     timings["detect"] = time.perf_counter() - start
     start = time.perf_counter()
-    tracks, summary = link_detections(detections, progress=progress, return_summary=True, **linking.to_dict())
+    tracks, summary = link_detections(detected.detections, progress=progress, return_summary=True,
+                                      **linking.to_dict())
     timings["link"] = time.perf_counter() - start
-    return TrackingResult(detections, tracks, stack.voxel_size, timings, summary, spot_scale)
+    return TrackingResult(detected.detections, tracks, stack.voxel_size, timings, summary, detected.spot_scale,
+                          detected.threshold_fit)

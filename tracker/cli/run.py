@@ -98,4 +98,6 @@ def run_command(stack: Path, output: Path | None, detections_path: Path | None, 
         )
         if result.spot_scale is not None:
             click.echo(str(result.spot_scale), err=True)
+        if result.threshold_fit is not None:
+            click.echo(str(result.threshold_fit), err=True)
         echo_summary(result.linking)

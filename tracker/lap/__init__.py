@@ -233,6 +233,17 @@ def min_weight_full_bipartite_matching(biadjacency: Any, maximize: bool = False,
     return xp_out.asarray(rows), xp_out.asarray(row_of_col[rows])
 
 
+
+def _all_finite(xp, array) -> bool:
+    """Whether ``array`` holds no NaN or infinity; on the GPU by a shipped kernel (CuPy's ``isfinite(...).all()``
+    compiles CUB reductions at first use: 10.8 s of a fresh H100's first GPU-linked run,
+    ``benchmarks/results/cold_start_h100.md``)."""
+    if xp is np:
+        return bool(np.isfinite(array).all())
+    from ..detect_gpu import all_finite  # (the package's one-pass check kernel)
+
+    return all_finite(array)
+
 def solve_gated(
     rows: Any,
     cols: Any,
@@ -289,11 +300,11 @@ def solve_gated(
     if rows.size and (int(rows.min()) < 0 or int(rows.max()) >= n_rows
                       or int(cols.min()) < 0 or int(cols.max()) >= n_cols):
         raise ValueError(f"edge indices out of range for shape {shape}")
-    if not bool(xp.isfinite(cost).all()):
+    if not _all_finite(xp, cost):
         raise ValueError("edge costs must be finite (leave forbidden links out instead)")
     row_un = xp.ascontiguousarray(xp.broadcast_to(xp.asarray(row_unassigned_cost, dtype=np.float64), (n_rows,)))
     col_un = xp.ascontiguousarray(xp.broadcast_to(xp.asarray(col_unassigned_cost, dtype=np.float64), (n_cols,)))
-    if not (bool(xp.isfinite(row_un).all()) and bool(xp.isfinite(col_un).all())):
+    if not (_all_finite(xp, row_un) and _all_finite(xp, col_un)):
         raise ValueError("unassigned (no-link) costs must be finite")
     empty = np.empty(0, dtype=np.int64)
     if rows.size == 0:

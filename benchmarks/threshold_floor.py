@@ -140,7 +140,7 @@ def screen(kind, only):
     else:
         held = list(__import__("itertools").product(db.HELD_OUT.items(), db.HELD_OUT_PHOTONS, db.HELD_OUT_NN_UM))
         cells = [(p, s, v, ph, nn, 1000 + i) for i, ((_, (p, s, v)), ph, nn) in enumerate(held)]
-        labels = [f"{lab} {v} {ph} {nn}" for (lab, _), ph, nn in held]
+        labels = [f"{lab} {v} {ph} {nn}" for (lab, (_, _, v)), ph, nn in held]
     for i, ((psf, size, voxel, photons, nn, seed), label) in enumerate(zip(cells, labels)):
         if only and i not in only:
             continue

@@ -18,7 +18,9 @@ of quality and fitted, by Poisson maximum likelihood, as the sum of
 Where this explains the maxima better than noise alone by a likelihood ratio
 of at least :data:`EVIDENCE` (the stack holds spots), the stack's threshold
 maximises the model's F1, ``2 S(u) / (c m(u) + S(u) + N)`` (``S(u)``: spots
-above ``u``; ``m(u)``: noise maxima). Each frame's threshold is then the lower
+above ``u``; ``m(u)``: noise maxima), over the thresholds' range (3.5-8), or
+under it where the range's maximum is its floor, as far as the fitted spots
+still outnumber the fitted noise maxima (:func:`mixture_threshold`). Each frame's threshold is then the lower
 of its own and the stack's (:func:`tracker.threshold.frame_thresholds`): the
 model only lowers thresholds, where the pooled evidence says the frame rule was
 too strict. Otherwise (no evidence; or a filter under

@@ -164,6 +164,7 @@ def test_dense_faint_spots_get_a_threshold_under_the_range_where_the_fit_shows_t
     noise = fit.noise_excess * sum(f.noise_maxima(levels) for f in frames)
     spots = fit.n_spots * norm.sf(levels, fit.spot_mean, fit.spot_spread)
     assert fit.threshold >= quality_mixture.even_level(levels, noise, spots, fit.spot_mean)
+    assert str(fit).startswith(f"threshold: {fit.threshold:.2f} in every frame (the maxima of 10 frames pooled")
 
 
 @pytest.mark.parametrize("excess, spots_per_frame, mean", [(1.2, 10, 4.0), (1.8, 10, 5.0), (0.5, 50, 9.0)])

@@ -134,7 +134,10 @@ class QualityMixture:
         if self.threshold is None:
             return (f"threshold: each frame's own (the maxima of {self.n_frames} frames pooled show no spots beyond "
                     f"the noise's)")
-        return (f"threshold: each frame's, at most {self.threshold:.2f} (the maxima of {self.n_frames} frames "
+        # Under the frame rule's floor every frame gets the stack's threshold.
+        which = (f"{self.threshold:.2f} in every frame" if self.threshold < THRESHOLD_RANGE[0]
+                 else f"each frame's, at most {self.threshold:.2f}")
+        return (f"threshold: {which} (the maxima of {self.n_frames} frames "
                 f"pooled: about {self.n_spots / max(self.n_frames, 1):.0f} spots a frame of quality "
                 f"{self.spot_mean:.1f} ± {self.spot_spread:.1f}, noise maxima {self.noise_excess:.2f} × the "
                 f"smooth field's)")

@@ -21,6 +21,7 @@ Usage::
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import sys
 import warnings
@@ -124,9 +125,9 @@ def screen(kind, only):
 
     if kind == "grid":
         cells = [(p, s, v, ph, nn, i) for i, ((_, (p, s)), v, ph, nn) in enumerate(
-            __import__("itertools").product(db.PSFS.items(), db.VOXELS, db.PHOTONS, db.NN_UM))]
+            itertools.product(db.PSFS.items(), db.VOXELS, db.PHOTONS, db.NN_UM))]
         labels = [f"{lab} {v} {ph} {nn}" for (lab, _), v, ph, nn in
-                  __import__("itertools").product(db.PSFS.items(), db.VOXELS, db.PHOTONS, db.NN_UM)]
+                  itertools.product(db.PSFS.items(), db.VOXELS, db.PHOTONS, db.NN_UM)]
     elif kind == "generalization":
         import detect_generalization as dg
 
@@ -138,7 +139,7 @@ def screen(kind, only):
             _screen_one(i, f"{k} {label} {voxel} {photons} {nn}", stack, voxel, truth)
         return
     else:
-        held = list(__import__("itertools").product(db.HELD_OUT.items(), db.HELD_OUT_PHOTONS, db.HELD_OUT_NN_UM))
+        held = list(itertools.product(db.HELD_OUT.items(), db.HELD_OUT_PHOTONS, db.HELD_OUT_NN_UM))
         cells = [(p, s, v, ph, nn, 1000 + i) for i, ((_, (p, s, v)), ph, nn) in enumerate(held)]
         labels = [f"{lab} {v} {ph} {nn}" for (lab, (_, _, v)), ph, nn in held]
     for i, ((psf, size, voxel, photons, nn, seed), label) in enumerate(zip(cells, labels)):

@@ -2,6 +2,7 @@ import warnings
 
 import numpy as np
 import pytest
+from scipy.stats import norm
 
 from tracker import dog, pipeline, quality_mixture, simulate, threshold
 from tracker.detect import detect_spots
@@ -131,3 +132,61 @@ def test_gpu_stack_threshold_matches_the_cpu():
     gpu = estimate_threshold([cp.asarray(frame) for frame in stack], voxel, radius)
     assert gpu.threshold == cpu.threshold and gpu.evidence == pytest.approx(cpu.evidence, rel=1e-3)
     assert pipeline.estimate_stack_threshold(as_stack(stack, voxel), radius, device="gpu").threshold == cpu.threshold
+
+
+def test_even_level_is_where_the_spots_density_overtakes_the_noise_maxima():
+    levels = np.round(np.arange(2.5, 8.0 + 1e-9, 0.05), 2)
+    noise = 1000.0 * np.exp(-2.0 * (levels - 2.5))  # density 2000 e^{-2(u - 2.5)}
+    spots = 100.0 * (1.0 - np.clip((levels - 2.5) / 4.0, 0.0, 1.0))  # uniform density 25 on 2.5-6.5
+    even = quality_mixture.even_level(levels, noise, spots, spot_mean=4.5)
+    assert even == 4.5  # the crossing, 2.5 + ln(2000 / 25) / 2 = 4.69, is above the spots' mean
+    crossing = quality_mixture.even_level(levels, noise, spots, spot_mean=6.0)
+    assert crossing == pytest.approx(2.5 + np.log(2000.0 / 25.0) / 2.0, abs=0.06)
+    assert quality_mixture.even_level(levels, 1e-6 * noise, spots, spot_mean=6.0) == 2.5  # spots dominate
+
+
+@pytest.mark.parametrize("seed", [3, 4])
+def test_dense_faint_spots_get_a_threshold_under_the_range_where_the_fit_shows_them(seed):
+    # ~150 spots of quality 4.5 ± 1.2 a frame among noise maxima 0.4 × the smooth field's (as fitted on faint 2D
+    # data like the ISBI 2012 challenge's, SNR 2): the range's F1 maximum is its floor, 3.5; the spots outnumber
+    # the noise maxima down to ~3 (the best level on the labels: 2.9).
+    frames, labels = _frames(10, 200_000, 0.4, 150, 4.5, 1.2, seed=seed)
+    n_spots = sum(int(lab.sum()) for lab in labels) + 0.0
+    fit = fit_quality_mixture(frames)
+    args = (frames, fit.noise_excess, fit.n_spots, fit.spot_mean, fit.spot_spread)
+    assert quality_mixture.mixture_threshold(*args, floor=False) == threshold.THRESHOLD_RANGE[0]
+    assert quality_mixture.FIT_FLOOR < fit.threshold < threshold.THRESHOLD_RANGE[0]
+    assert _f1(frames, labels, n_spots, fit.threshold) > _f1(frames, labels, n_spots, 3.5) + 0.02
+    best = max(_f1(frames, labels, n_spots, u) for u in np.arange(quality_mixture.FIT_FLOOR, 5.0, 0.05))
+    assert _f1(frames, labels, n_spots, fit.threshold) >= best - 0.01
+    # Not below the level where the fitted noise maxima outnumber the spots.
+    levels = np.round(np.arange(quality_mixture.FIT_FLOOR, 8.0 + 1e-9, 0.05), 2)
+    noise = fit.noise_excess * sum(f.noise_maxima(levels) for f in frames)
+    spots = fit.n_spots * norm.sf(levels, fit.spot_mean, fit.spot_spread)
+    assert fit.threshold >= quality_mixture.even_level(levels, noise, spots, fit.spot_mean)
+    assert str(fit).startswith(f"threshold: {fit.threshold:.2f} in every frame (the maxima of 10 frames pooled")
+
+
+@pytest.mark.parametrize("excess, spots_per_frame, mean", [(1.2, 10, 4.0), (1.8, 10, 5.0), (0.5, 50, 9.0)])
+def test_the_floor_moves_only_where_the_range_s_maximum_is_at_it(excess, spots_per_frame, mean):
+    frames, _ = _frames(10, 500_000, excess, spots_per_frame, mean, 0.9, seed=5)
+    fit = fit_quality_mixture(frames)
+    args = (frames, fit.noise_excess, fit.n_spots, fit.spot_mean, fit.spot_spread)
+    in_range = quality_mixture.mixture_threshold(*args, floor=False)
+    assert fit.threshold <= in_range
+    if in_range > threshold.THRESHOLD_RANGE[0]:
+        assert fit.threshold == in_range
+
+
+def test_detection_keeps_maxima_under_the_range_down_to_the_stack_threshold():
+    # A faint 2D frame (SNR 2 spots, 0.1 µm pixels): the maxima between the stack's threshold (3.1) and the range's
+    # floor are found (the search for maxima starts at the lower of the two).
+    truth = simulate.simulate_tracks(150, 1, (1.0, 25.6, 25.6), 0.5, margin_um=0.0, seed=2)
+    truth["z"] = np.zeros(len(truth["z"]))
+    voxel = (1.0, 0.1, 0.1)
+    frame = simulate.render_stack(truth, (1, 1, 256, 256), voxel, (1.0, 0.15, 0.15), snr=2.0, seed=4)[0]
+    radius = (0.26, 0.26)
+    low = detect_spots(frame, voxel, radius, stack_threshold=3.1)
+    default = detect_spots(frame, voxel, radius)
+    assert low["quality"].min() >= 3.1 and np.any(low["quality"] < 3.5)
+    assert default["quality"].min() >= 3.5 and len(low["z"]) > len(default["z"])

@@ -164,7 +164,9 @@ def detect_spots(
 
     # Local maxima within one spot radius (at least one voxel each way).
     footprint_size = maxima_footprint(radius, voxel, volume.shape)
-    coords, values = local_maxima(quality, footprint_size, THRESHOLD_RANGE[0] if automatic else threshold)
+    floor = min(THRESHOLD_RANGE[0], stack_threshold if stack_threshold is not None else np.inf)  # (the stack's
+    # threshold may be under the range, quality_mixture.mixture_threshold)
+    coords, values = local_maxima(quality, footprint_size, floor if automatic else threshold)
     if automatic:
         threshold, split_threshold = frame_thresholds(values, int(np.prod(volume.shape)), gradient_variance(quality),
                                                       sigma, volume.shape, stack_threshold)

@@ -184,7 +184,8 @@ class DetectionParams(_Validated):
              "maxima found above each level less the noise maxima expected there (from the response's smoothness "
              "and the volume); frames where noise explains every level get 8; between 3.5 and 8. Where the maxima "
              "of up to 10 frames, pooled, show spots (noise maxima plus spots fitted to their qualities), no "
-             "frame's is above the threshold that maximises that fit's F1.")
+             "frame's is above the threshold that maximises that fit's F1; where that is 3.5, it is sought lower, "
+             "down to 2.5, but not where the fit's noise maxima outnumber its spots.")
     device: str = _param(
         "auto", cli="--device", choices=("auto", "cpu", "gpu"),
         help="Where detection runs: 'auto' uses a GPU when CuPy finds one.")

@@ -74,7 +74,9 @@ spot size mis-estimated from 8 spots (σ 0.1 voxel in x): the F1 rule kept 32–
 thresholds 3.7–4.35 (detection precision 0.02); the precision rule kept none (8.0) or few."""
 
 THRESHOLD_RANGE = (3.5, 8.0)
-"""Bounds of the automatic threshold (SNR)."""
+"""Bounds of each frame's automatic threshold (SNR). The stack's threshold from its pooled maxima may go under the
+floor, down to :data:`tracker.quality_mixture.FIT_FLOOR`, where its fit shows the spots outnumbering the noise
+maxima there (:func:`tracker.quality_mixture.mixture_threshold`)."""
 
 
 def threshold_levels() -> np.ndarray:

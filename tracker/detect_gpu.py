@@ -178,15 +178,11 @@ def gradient_variance(quality) -> np.ndarray:
     """:func:`tracker.dog.gradient_variance` of a CuPy quality map: (3,) variances of its central differences."""
     import cupy
 
+    from .dog import central_difference_slices
+
     result = np.zeros(3)
-    thin = [slice(None, None, 2) if n > 8 else slice(None) for n in quality.shape]
-    for axis in range(3):
-        n = quality.shape[axis]
-        if n < 3:
-            continue
-        ahead, behind = list(thin), list(thin)
-        ahead[axis], behind[axis] = slice(2, n), slice(0, n - 2)
-        ahead, behind = quality[tuple(ahead)], quality[tuple(behind)]
+    for axis, ahead, behind in central_difference_slices(quality.shape):
+        ahead, behind = quality[ahead], quality[behind]
         sample = cupy.empty(ahead.shape, dtype=cupy.float32)
         _launch("half_difference", sample.size, ahead, behind, sample, *_view(ahead))
         sample = sample.ravel()

@@ -18,7 +18,7 @@ that a fresh machine compiles none at the first run).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from types import ModuleType
 
 import numpy as np
@@ -224,17 +224,22 @@ def gradient_variance(quality) -> np.ndarray:
 
         return detect_gpu.gradient_variance(quality)
     result = np.zeros(3)
-    thin = [slice(None, None, 2) if n > 8 else slice(None) for n in quality.shape]  # every 2nd voxel suffices
-    for axis in range(3):
-        n = quality.shape[axis]
-        if n < 3:
-            continue
-        ahead, behind = list(thin), list(thin)
-        ahead[axis], behind[axis] = slice(2, n), slice(0, n - 2)
-        sample = (0.5 * (quality[tuple(ahead)] - quality[tuple(behind)])).ravel()
+    for axis, ahead, behind in central_difference_slices(quality.shape):
+        sample = (0.5 * (quality[ahead] - quality[behind])).ravel()
         ndimage = ndimage_for(xp)
         result[axis] = (1.4826 * float(ndimage.median(xp.abs(sample - ndimage.median(sample))))) ** 2
     return result
+
+
+def central_difference_slices(shape: Sequence[int]) -> Iterator[tuple[int, tuple, tuple]]:
+    """``(axis, ahead, behind)`` for each axis of at least 3 voxels: index tuples whose difference is the central
+    difference along ``axis``, on every 2nd voxel of the axes longer than 8 (a sub-sample suffices)."""
+    thin = [slice(None, None, 2) if n > 8 else slice(None) for n in shape]
+    for axis, n in enumerate(shape):
+        if n >= 3:
+            ahead, behind = list(thin), list(thin)
+            ahead[axis], behind[axis] = slice(2, n), slice(0, n - 2)
+            yield axis, tuple(ahead), tuple(behind)
 
 
 def expected_noise_maxima(n_voxels: int, gradient_var: np.ndarray, thresholds: np.ndarray) -> np.ndarray:

@@ -163,6 +163,59 @@ def test_runs_of_frames_per_task_give_the_single_process_detections(stack_path, 
         detect_on_cluster(client, FrameSource.of(stack_path, VOXEL), detection, frames_per_task=0)
 
 
+READS: list[int] = []  # (frames read by CountingSource, in this process)
+
+
+@dataclass(frozen=True)
+class CountingSource(FrameSource):
+    """A source that records each frame read (in this process), and whose frame ``broken`` cannot be read."""
+
+    broken: int = -1
+
+    def open(self) -> Stack:
+        stack = read_stack(self.path, voxel_size=self.voxel_size)
+
+        def read_frame(t: int) -> np.ndarray:
+            READS.append(t)
+            if t == self.broken:
+                raise KeyError(f"c/{t}/0/0/0")
+            return stack.frame(t)
+
+        return Stack(FrameArray(stack.shape, stack.dtype, read_frame), stack.voxel_size)
+
+
+def test_a_run_reads_the_next_runs_first_frame_for_the_next_task(stack_path, single):
+    """With read_next, a run's task reads the next run's first frame during its last detection; the next task on
+    the process takes it instead of reading it again, a task of another run drops it; the tables are the same."""
+    from tracker.distributed.detection import detect_run_task
+    from tracker.tables import concat_tables
+
+    arguments = DetectionParams(device="cpu", spot_radius_um=single.spot_scale.radius_um).to_dict()
+    source = CountingSource(str(stack_path), VOXEL)
+    READS.clear()
+    runs = [detect_run_task(source, 0, 5, arguments, True), detect_run_task(source, 5, 10, arguments, True)]
+    assert READS == list(range(11))  # (frame 5 read once, by the first task; frame 10 read ahead)
+    READS.clear()
+    runs.append(detect_run_task(source, 10, 12, arguments, True))  # (the last run: nothing after it to read)
+    assert READS == [11]
+    tables = [table for run in runs for table, _, _ in run]
+    assert_same_tables(concat_tables(tables), single.detections)
+    READS.clear()
+    detect_run_task(source, 0, 3, arguments, True)  # (frame 3 read ahead)
+    again = detect_run_task(source, 7, 9, arguments, True)  # (another run: frame 3 dropped, 9 read ahead)
+    assert READS == [0, 1, 2, 3, 7, 8, 9]
+    assert_same_tables(concat_tables([table for table, _, _ in again]), concat_tables(tables[7:9]))
+    detect_run_task(source, 0, 1, arguments, False)  # (frame 9 dropped; nothing read ahead)
+    from tracker.distributed.detection import _chained_runs  # (each worker's runs: consecutive, one chain)
+
+    assert _chained_runs(5, 1) == [None, 0, 1, 2, 3] and _chained_runs(5, 2) == [None, 0, None, 2, 3]
+    assert _chained_runs(2, 4) == [None, None] and _chained_runs(3, 0) == [None, 0, 1]
+    broken = CountingSource(str(stack_path), VOXEL, broken=3)
+    detect_run_task(broken, 0, 3, arguments, True)  # (frame 3's read fails ahead: the error is the next run's)
+    with pytest.raises(KeyError, match="c/3/0/0/0"):
+        detect_run_task(broken, 3, 6, arguments, True)
+
+
 def test_command_line_workers_write_the_single_process_files(stack_path, tmp_path):
     runner = CliRunner()
     options = ["--voxel-size", "0.5,0.2,0.2", "--device", "cpu", "-q"]
@@ -274,6 +327,27 @@ def test_gpus_start_one_dask_cuda_worker_per_gpu(monkeypatch):
     with pytest.raises(InputError, match="--gpus needs dask-cuda"):
         with dask_client(ClusterParams(gpus=True)):
             pass
+
+
+@pytest.mark.gpu
+def test_gpus_give_the_plain_gpu_runs_tracks_with_one_worker_per_gpu(stack_path):
+    """``--gpus``: one Dask-CUDA worker per visible GPU, each on its own GPU, and the plain GPU run's tracks."""
+    pytest.importorskip("dask_cuda")
+    import cupy
+
+    expected = track_stack(read_stack(stack_path, voxel_size=VOXEL), device="gpu")
+    n_gpus = cupy.cuda.runtime.getDeviceCount()
+    with dask_client(ClusterParams(gpus=True)) as client:
+        client.wait_for_workers(n_gpus, timeout=60)
+        first_visible = client.run(lambda: os.environ["CUDA_VISIBLE_DEVICES"].split(",")[0])
+        assert sorted(first_visible.values()) == [str(i) for i in range(n_gpus)]
+        with distributed.get_task_stream(client=client) as stream:
+            result = track_on_cluster(stack_path, client=client, voxel_size_um=VOXEL,
+                                      detection=DetectionParams(device="gpu"))
+    assert_same_tables(result.detections, expected.detections)
+    assert_same_tables(result.tracks, expected.tracks)
+    detected_on = {r["worker"] for r in stream.data if str(r["key"]).startswith("tracker-detect-")}
+    assert len(detected_on) == min(n_gpus, 2)  # (12 frames: two runs, each on a worker of its own)
 
 
 def test_time_blocks_share_one_estimated_gate(client, simulated_detections):

@@ -13,6 +13,7 @@ through the usual callback.
 from __future__ import annotations
 
 import contextlib
+import threading
 import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -21,6 +22,7 @@ from typing import Any
 import numpy as np
 
 from ..backend import resolve_device
+from .._threads import thread_pool
 from ..parallel_frames import read_ahead
 from ..params import DetectionParams
 from ..pipeline import (
@@ -43,6 +45,16 @@ cannot overlap the two (its worker runs one task at a time: a second thread woul
 handle). Eight frames make one task's start and end, where nothing overlaps, an eighth of its time, and keep
 the work of a task lost with its worker small. CPU workers take one frame per task (detection, not reading,
 bounds them, and single frames spread evenly over many workers)."""
+
+READ_NEXT_RUN = True
+"""Whether a GPU worker, while it detects the last frame of a run, reads the first frame of its next run (kept in
+the process for its next task: :func:`detect_run_task`), so that no frame's read waits, as in a single-process
+run. The runs are cut into one chain of consecutive runs per worker (:func:`_chained_runs`) so that a worker's
+next run is the one that follows; where Dask gives it another run after all, the frame read is dropped, having
+cost a read that overlapped a detection."""
+
+_read_lock = threading.Lock()
+_next_read: list[tuple[Any, int, Any]] = []  # (source, frame, future of its read): at most one, see READ_NEXT_RUN
 
 
 @dataclass
@@ -148,8 +160,14 @@ def _detect_frames(client: Any, source: FrameSource, detection: DetectionParams,
     token = tokenize(source, sorted(arguments.items()))
     runs = [range(start, min(start + frames_per_task, stack.n_frames))
             for start in range(0, stack.n_frames, frames_per_task)]
-    tasks = [client.submit(detect_run_task, source, run.start, run.stop, arguments,
-                           key=f"tracker-detect-{token}-{run.start}-{run.stop}", pure=True) for run in runs]
+    read_next = READ_NEXT_RUN and frames_per_task > 1
+    follows = _chained_runs(len(runs), len(client.scheduler_info()["workers"])) if read_next else [None] * len(runs)
+    tasks: list[Any] = []
+    for i, (run, before) in enumerate(zip(runs, follows)):
+        then = i + 1 < len(runs) and follows[i + 1] == i  # (this worker's next run starts at run.stop)
+        tasks.append(client.submit(detect_run_task, source, run.start, run.stop, arguments, read_next and then,
+                                   None if before is None else tasks[before],
+                                   key=f"tracker-detect-{token}-{run.start}-{run.stop}", pure=True))
     # What the client receives of each run: the whole results, or each frame's row count, constancy and warnings.
     received = tasks if gather else [client.submit(_run_summary, task, key=f"tracker-detect-summary-{token}-{i}",
                                                    pure=True) for i, task in enumerate(tasks)]
@@ -189,20 +207,31 @@ def detect_task(source: FrameSource, t: int, arguments: Mapping[str, Any]) -> tu
     return detect_run_task(source, t, t + 1, arguments)[0]
 
 
-def detect_run_task(source: FrameSource, start: int, stop: int,
-                    arguments: Mapping[str, Any]) -> list[tuple[Table, bool, list[str]]]:
+def detect_run_task(source: FrameSource, start: int, stop: int, arguments: Mapping[str, Any],
+                    read_next: bool = False, after: Any = None) -> list[tuple[Table, bool, list[str]]]:
     """On a worker: :func:`detect_task`'s result for each frame ``start`` ≤ t < ``stop``, each next frame read
     while one is detected (:func:`tracker.parallel_frames.read_ahead`).
 
-    The GPU, when ``device="auto"`` ran out of memory on this worker, is not tried again here (as in
-    :func:`tracker.pipeline.detect_stack`, which goes on on the CPU).
+    With ``read_next``, frame ``stop`` (the next run's first) is read during the last frame's detection and kept
+    for this process's next task (:data:`READ_NEXT_RUN`); a task starting at ``start`` takes the frame read so by
+    the task before it, if that is the frame. ``after`` (the previous run's results, unused) only makes Dask run
+    this task after that run, on its worker (:func:`_chained_runs`). The GPU, when ``device="auto"`` ran out of memory on this worker,
+    is not tried again here (as in :func:`tracker.pipeline.detect_stack`, which goes on on the CPU).
     """
     arguments = dict(arguments)
     device = arguments.pop("device")
     stack = source.open()
+    early = _take_read(source, start)  # (the frame [start] read by the task before, or None)
+
+    def read(t: int) -> Any:
+        return early.pop() if early and t == start else stack.frame(t)
+
     results = []
-    with contextlib.closing(read_ahead(stack.frame, range(start, stop))) as frames:
+    with contextlib.closing(read_ahead(read, range(start, stop))) as frames:
         for t, volume in frames:
+            if read_next and t == stop - 1 and stop < stack.n_frames:  # (read_ahead's reader is idle now)
+                with _read_lock:
+                    _next_read.append((source, stop, thread_pool("read", 1).submit(stack.frame, stop)))
             xp = np if device in _on_cpu_after_out_of_memory else resolve_device(device)
             with warnings.catch_warnings(record=True) as caught:
                 warnings.simplefilter("always", InputWarning)
@@ -218,8 +247,40 @@ def detect_run_task(source: FrameSource, start: int, stop: int,
     return results
 
 
+def _chained_runs(n_runs: int, n_workers: int) -> list[int | None]:
+    """For each run, the run it follows on one worker (None: the first of its chain): the runs cut into one
+    chain of consecutive runs per worker (at least one chain), so that each worker's next run starts at the frame
+    it read ahead (:data:`READ_NEXT_RUN`).
+
+    Dask runs a task where its inputs are, so a chain stays on one worker, unless Dask moves a queued run to an
+    idle worker (work stealing: the run's first frame is then read anew); a run lost with its worker is run again
+    with the chain's runs before it that were lost too, as any task is. Runs of one chain run in order: its
+    frames are detected in time order, as in a single-process run.
+    """
+    chains = max(1, min(n_runs, n_workers))
+    firsts = {n_runs * c // chains for c in range(chains)}
+    return [None if i in firsts else i - 1 for i in range(n_runs)]
+
+
+def _take_read(source: FrameSource, t: int) -> list[Any]:
+    """``[frame t of source]`` when the task before this one in the process read it ahead (:data:`READ_NEXT_RUN`),
+    else ``[]``; a read of another frame is waited for (no two reads of one file at once) and dropped."""
+    with _read_lock:
+        pending = _next_read.copy()
+        _next_read.clear()
+    taken = []
+    for read_source, read_t, future in pending:
+        if read_source == source and read_t == t:
+            taken.append(future.result())  # (its error, if any, is this frame's)
+        else:
+            with contextlib.suppress(Exception):  # (a frame not needed here: its error is another task's)
+                future.result()
+    return taken
+
+
 def estimate_task(source: FrameSource, device: str) -> tuple[SpotScale, list[str]]:
     """On a worker: the stack's spot size (:func:`tracker.pipeline.estimate_stack_spot_scale`), and its warnings."""
+    _take_read(source, -1)  # (a frame still being read ahead, if any: no two reads of one file at once)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", InputWarning)
         scale = estimate_stack_spot_scale(source.open(), device)

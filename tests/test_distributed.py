@@ -365,6 +365,29 @@ def test_time_blocks_share_one_estimated_gate(client, simulated_detections):
     assert 2 * len(a & b) / (len(a) + len(b)) >= 0.999
 
 
+def test_the_gate_is_estimated_from_a_bounded_part_of_the_frames(client, simulated_detections, monkeypatch):
+    """The blocks' gate is one linking's, estimated on a worker from the frames it looks at alone (each frame's
+    counts and extremes reach the client): at most MAX_POINTS points, whatever the stack's length."""
+    from tracker.distributed import FrameTables
+    from tracker.distributed.time_blocks import gate_frames
+    from tracker.linking import gate as gate_module
+    from tracker.tables import concat_tables
+
+    monkeypatch.setattr(gate_module, "MAX_FRAME_PAIRS", 6)  # (of 89: the bound must show on a small table)
+    table = {k: v for k, v in simulated_detections.items()}
+    frames, starts, counts = np.unique(table["frame"], return_index=True, return_counts=True)
+    parts = [{k: v[s:s + c] for k, v in table.items()} for s, c in zip(starts, counts)]
+    futures = client.scatter(parts)
+    for known in (None, [gate_module.GateInputs.of(part) for part in parts]):  # (on the workers / from detection)
+        whole, looked_at = gate_frames(client, FrameTables(futures, counts, known))
+        assert 6 <= len(looked_at) <= 12 and np.array_equal(whole.counts, counts)
+        sample = concat_tables([parts[i] for i in looked_at])
+        assert len(sample["frame"]) < len(table["frame"]) / 6
+        assert gate_module.estimate_gate(sample, whole=whole) == gate_module.estimate_gate(table)
+    with pytest.raises(ValueError, match="lack points of a frame"):
+        gate_module.estimate_gate(concat_tables([parts[i] for i in looked_at[1:]]), whole=whole)
+
+
 @pytest.mark.parametrize("options, identical", [
     ({"motion": "none", "adaptive_radius": False, "max_gap": 0}, True),
     # --motion none alone: the blocks' own radii and gap evidence agree with one linking's on this stack (not

@@ -23,6 +23,7 @@ import numpy as np
 
 from ..backend import resolve_device
 from .._threads import thread_pool
+from ..linking.gate import GateInputs
 from ..parallel_frames import read_ahead
 from ..params import DetectionParams
 from ..pipeline import (
@@ -68,10 +69,13 @@ class FrameTables:
         In frame order; future ``t`` holds frame ``t``'s table (as :func:`tracker.pipeline.detect_stack` gives it).
     counts : (T,) int64 array
         Rows (detections) of each frame.
+    gate_inputs : list of GateInputs, optional
+        Each frame's (what the gate estimate needs of it besides its points: a few numbers), where known.
     """
 
     futures: list[Any]
     counts: np.ndarray
+    gate_inputs: list[GateInputs] | None = None
 
 
 def detect_on_cluster(client: Any, source: FrameSource, detection: DetectionParams,
@@ -174,6 +178,7 @@ def _detect_frames(client: Any, source: FrameSource, detection: DetectionParams,
     pending = dict(zip(received, runs))
     tables: list[Table | None] = [None] * stack.n_frames
     counts = np.zeros(stack.n_frames, dtype=np.int64)
+    gate_inputs: list[GateInputs | None] = [None] * stack.n_frames
     n_constant = 0
     n_done = 0
     seen: set[str] = set()
@@ -181,11 +186,11 @@ def _detect_frames(client: Any, source: FrameSource, detection: DetectionParams,
         for future in as_completed(list(pending)):
             run = pending.pop(future)
             what = f"frame {run.start}" if len(run) == 1 else f"frames {run.start}-{run.stop - 1}"
-            for t, (first, constant, messages) in zip(run, _result(future, what)):
+            for t, (first, constant, messages, *inputs) in zip(run, _result(future, what)):
                 if gather:
                     tables[t] = first
                 else:
-                    counts[t] = first
+                    counts[t], gate_inputs[t] = first, inputs[0]
                 n_constant += constant
                 _warn([m for m in messages if m not in seen])
                 seen.update(messages)
@@ -199,7 +204,7 @@ def _detect_frames(client: Any, source: FrameSource, detection: DetectionParams,
         return tables, spot_scale, n_constant
     tables_of = [client.submit(_table_of, tasks[t // frames_per_task], t % frames_per_task,
                                key=f"tracker-detections-{token}-{t}", pure=True) for t in range(stack.n_frames)]
-    return FrameTables(tables_of, counts), spot_scale, n_constant
+    return FrameTables(tables_of, counts, gate_inputs), spot_scale, n_constant
 
 
 def detect_task(source: FrameSource, t: int, arguments: Mapping[str, Any]) -> tuple[Table, bool, list[str]]:
@@ -287,16 +292,17 @@ def estimate_task(source: FrameSource, device: str) -> tuple[SpotScale, list[str
     return scale, [str(w.message) for w in caught if issubclass(w.category, UserWarning)]
 
 
-def _run_summary(results: list[tuple[Table, bool, list[str]]]) -> list[tuple[int, bool, list[str]]]:
+def _run_summary(results: list[tuple[Table, bool, list[str]]]) -> list[tuple[int, bool, list[str], GateInputs]]:
     """On a worker: for each frame of a run, the row count of its checked table (:func:`_table_of`), its
-    constancy and warnings (what the client needs of it)."""
+    constancy and warnings, and what the gate estimate needs of it (what the client needs of it)."""
     summary = []
     for table, constant, messages in results:
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always", InputWarning)
-            n_rows = len(check_detections(table)["frame"])
-        summary.append((n_rows, constant, messages + [str(w.message) for w in caught
-                                                      if issubclass(w.category, UserWarning)]))
+            checked = check_detections(table)
+        summary.append((len(checked["frame"]), constant,
+                        messages + [str(w.message) for w in caught if issubclass(w.category, UserWarning)],
+                        GateInputs.of(checked)))
     return summary
 
 

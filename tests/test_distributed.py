@@ -499,6 +499,31 @@ def test_command_line_link_blocks_writes_block_by_block(stack_path, tmp_path, su
     assert not [p.name for p in tmp_path.iterdir() if p.name.endswith(".part")]
 
 
+def test_command_line_link_blocks_writes_geff_block_by_block(stack_path, tmp_path):
+    """``track run --link-blocks -o tracks.geff`` streams the GEFF group: the single-process run's graph and
+    metadata (the estimated gate and spot size in its parameters; only the node ids, in time order, differ)."""
+    import json
+
+    pytest.importorskip("geff")
+    from tracker.io.geff import read_geff
+
+    options = ["--voxel-size", "0.5,0.2,0.2", "--device", "cpu", "--motion", "none", "--no-adaptive-radius",
+               "--max-gap", "0", "-q"]
+    one, two = tmp_path / "one.geff", tmp_path / "two.geff"
+    assert CliRunner().invoke(main, ["run", str(stack_path), "-o", str(one), *options]).exit_code == 0
+    result = CliRunner().invoke(main, ["run", str(stack_path), "-o", str(two), *options, "--workers", "2",
+                                       "--worker-memory", "0.6", "--link-blocks", "3"])
+    assert result.exit_code == 0, result.output
+    first, second = read_geff(one), read_geff(two)
+    assert len(first["frame"]) > 100
+    assert_same_tables({k: v for k, v in second.items() if k != "link_confidence"},
+                       {k: v for k, v in first.items() if k != "link_confidence"})
+    np.testing.assert_allclose(second["link_confidence"], first["link_confidence"], atol=0.05)
+    assert json.loads((two / ".zattrs").read_text()) == json.loads((one / ".zattrs").read_text())
+    assert not np.array_equal(np.asarray(zarr.open_array(str(two / "nodes/props/track_id/values"))[:]),
+                              np.asarray(zarr.open_array(str(one / "nodes/props/track_id/values"))[:]))
+
+
 def test_block_writer_leaves_nothing_on_an_error(tmp_path):
     from tracker.distributed.block_writer import streamed_outputs
 

@@ -471,6 +471,10 @@ def gpu(args) -> None:
         label += f", runs of {per_task} frames" + ("" if read_next else ", next run's first frame not read ahead")
         dask_pipeline.GPU_FRAMES_PER_TASK, dask_detection.READ_NEXT_RUN = per_task, read_next
         os.environ.pop("MALLOC_TRIM_THRESHOLD_", None)  # (a nanny of this process set it: its workers inherit it)
+        visible_before = os.environ.get("CUDA_VISIBLE_DEVICES")
+        if "gpu0" in options:  # (Dask-CUDA starts one worker per GPU it sees)
+            os.environ["CUDA_VISIBLE_DEVICES"] = "0"
+            label += ", GPU 0 alone"
         try:
             with dask.config.set(config), dask_client(cluster) as client:
                 client.wait_for_workers(1)
@@ -480,6 +484,10 @@ def gpu(args) -> None:
                     profiled = track_on_cluster(path, client=client, voxel_size_um=VOXEL, detection=detection)
                 visible = client.run(lambda: (os.environ.get("CUDA_VISIBLE_DEVICES", "(all)"),
                                               os.environ.get("MALLOC_TRIM_THRESHOLD_", "(unset)")))
+                placed = {}  # (detect tasks per worker, in the profiled run)
+                for record in stream.data:
+                    if str(record["key"]).startswith("tracker-detect-"):
+                        placed[record["worker"]] = placed.get(record["worker"], 0) + 1
         except Exception as error:  # (reported in the table: why this kind of worker could not run)
             rows.append((label, float("nan"), None, f"failed: {type(error).__name__}: {error}"))
             print(rows[-1], flush=True)
@@ -487,22 +495,30 @@ def gpu(args) -> None:
         finally:
             dask_pipeline.GPU_FRAMES_PER_TASK = dask_detection.GPU_FRAMES_PER_TASK
             dask_detection.READ_NEXT_RUN = True
-        (devices, trim_value), = visible.values()
-        rows.append((label, seconds, result, f"CUDA_VISIBLE_DEVICES={devices}, MALLOC_TRIM_THRESHOLD_={trim_value}; "
+            if visible_before is None:
+                os.environ.pop("CUDA_VISIBLE_DEVICES", None)
+            else:
+                os.environ["CUDA_VISIBLE_DEVICES"] = visible_before
+        workers = "; ".join(f"worker {i}: CUDA_VISIBLE_DEVICES={devices}, {placed.get(address, 0)} detect tasks"
+                            for i, (address, (devices, _)) in enumerate(sorted(visible.items())))
+        trim_value = next(iter(visible.values()))[1]
+        rows.append((label, seconds, result, f"{workers}; MALLOC_TRIM_THRESHOLD_={trim_value}; "
                                              f"{task_profile(stream.data, profiled.timings['detect'])}"))
         print(label, seconds, rows[-1][3], flush=True)
     lines = [
         f"## One GPU: {args.frames} frames of {'×'.join(map(str, shape))}, the plain run against one Dask worker "
         f"on the GPU (warm; median of {args.repeats})",
         "",
-        "| run | total (s) | detect (s) | link (s) | tracks | identical to the plain run | time vs plain | note |",
-        "| --- | ---: | ---: | ---: | ---: | --- | ---: | --- |",
+        "| run | total (s) | detect (s) | detect per frame (ms) | link (s) | tracks | identical to the plain run "
+        "| time vs plain | note |",
+        "| --- | ---: | ---: | ---: | ---: | ---: | --- | ---: | --- |",
     ]
     for label, seconds, result, note in rows:
         if result is None:
-            lines.append(f"| {label} | – | – | – | – | – | – | {note} |")
+            lines.append(f"| {label} | – | – | – | – | – | – | – | {note} |")
             continue
-        lines.append(f"| {label} | {seconds:.2f} | {result.timings['detect']:.2f} | {result.timings['link']:.2f} | "
+        lines.append(f"| {label} | {seconds:.2f} | {result.timings['detect']:.2f} | "
+                     f"{1000 * result.timings['detect'] / args.frames:.0f} | {result.timings['link']:.2f} | "
                      f"{result.n_tracks} | {same_tracks(result.tracks, plain.tracks)} | {seconds / plain_seconds:.2f} "
                      f"| {note} |")
     lines.append("")
@@ -557,7 +573,7 @@ def main() -> None:
     parser.add_argument("--variants", default="gpus,gpus-no-trim,workers",
                         help="gpu: the Dask workers to time against the plain run (gpus, gpus-no-trim, workers, "
                              "workers-no-trim; each with /fN: runs of N frames per task, /no-next: the next run's "
-                             "first frame not read ahead; e.g. gpus/f40,gpus/no-next)")
+                             "first frame not read ahead, /gpu0: GPU 0 alone; e.g. gpus/f40,gpus/no-next,gpus/gpu0)")
     parser.add_argument("--store", default="/tmp/distributed_bench.zarr")
     parser.add_argument("--out", help="append the Markdown table to this file")
     args = parser.parse_args()

@@ -169,7 +169,8 @@ def _detect_frames(client: Any, source: FrameSource, detection: DetectionParams,
     runs = [range(start, min(start + frames_per_task, stack.n_frames))
             for start in range(0, stack.n_frames, frames_per_task)]
     read_next = READ_NEXT_RUN and frames_per_task > 1
-    follows = _chained_runs(len(runs), len(client.scheduler_info()["workers"])) if read_next else [None] * len(runs)
+    threads = sum(client.nthreads().values())  # (every worker's: scheduler_info may list only a few)
+    follows = _chained_runs(len(runs), threads) if read_next else [None] * len(runs)
     tasks: list[Any] = []
     for i, (run, before) in enumerate(zip(runs, follows)):
         then = i + 1 < len(runs) and follows[i + 1] == i  # (this worker's next run starts at run.stop)
@@ -258,13 +259,14 @@ def detect_run_task(source: FrameSource, start: int, stop: int, arguments: Mappi
 
 def _chained_runs(n_runs: int, n_workers: int) -> list[int | None]:
     """For each run, the run it follows on one worker (None: the first of its chain): the runs cut into one
-    chain of consecutive runs per worker (at least one chain), so that each worker's next run starts at the frame
-    it read ahead (:data:`READ_NEXT_RUN`).
+    chain of consecutive runs per worker (``n_workers``: the cluster's threads; at least one chain), so that each
+    worker's next run starts at the frame it read ahead (:data:`READ_NEXT_RUN`).
 
     Dask runs a task where its inputs are, so a chain stays on one worker, unless Dask moves a queued run to an
     idle worker (work stealing: the run's first frame is then read anew); a run lost with its worker is run again
     with the chain's runs before it that were lost too, as any task is. Runs of one chain run in order: its
-    frames are detected in time order, as in a single-process run.
+    frames are detected in time order, as in a single-process run. A worker that joins once the runs are
+    submitted gets runs only by work stealing.
     """
     chains = max(1, min(n_runs, n_workers))
     firsts = {n_runs * c // chains for c in range(chains)}

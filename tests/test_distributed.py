@@ -148,8 +148,12 @@ def test_runs_of_frames_per_task_give_the_single_process_detections(stack_path, 
     from tracker.tables import concat_tables
 
     detection = DetectionParams(device="cpu", spot_radius_um=single.spot_scale.radius_um)
-    gathered, _ = detect_on_cluster(client, FrameSource.of(stack_path, VOXEL), detection, frames_per_task=5)
+    with distributed.get_task_stream(client=client) as stream:
+        gathered, _ = detect_on_cluster(client, FrameSource.of(stack_path, VOXEL), detection, frames_per_task=5)
     assert_same_tables(gathered, single.detections)
+    ran_on = {str(r["key"]).rsplit("-", 2)[1]: r["worker"] for r in stream.data
+              if str(r["key"]).startswith("tracker-detect-")}
+    assert ran_on["5"] == ran_on["10"] != ran_on["0"]  # (two chains: runs 0-4 | 5-9, 10-11 on one worker)
     kept, _ = detect_frames_on_cluster(client, FrameSource.of(stack_path, VOXEL), detection, frames_per_task=5)
     assert len(kept.futures) == 12 and kept.counts.sum() == len(single.detections["frame"])
     assert_same_tables(concat_tables(client.gather(kept.futures)), single.detections)

@@ -37,9 +37,11 @@ def tracks_table(seed: int = 0, n_tracks: int = 60, n_frames: int = 40) -> dict:
             "link_confidence": np.where(start, np.nan, rng.random(n))}
 
 
-@pytest.mark.parametrize("block_frames", [1, 7, 40])
-def test_blocks_give_the_whole_tables_graph_and_metadata(tmp_path, block_frames):
+@pytest.mark.parametrize("block_frames, ndim", [(1, 3), (7, 3), (40, 3), (7, 2)])
+def test_blocks_give_the_whole_tables_graph_and_metadata(tmp_path, block_frames, ndim):
     table = tracks_table()
+    if ndim == 2:
+        del table["z"]
     parameters = {"linking": {"max_displacement_um": 1.5}}
     write_geff(tmp_path / "whole.geff", table, parameters=parameters)
     with geff_blocks(tmp_path / "blocks.geff") as writer:

@@ -381,7 +381,7 @@ def test_the_gate_is_estimated_from_a_bounded_part_of_the_frames(client, simulat
     table = {k: v for k, v in simulated_detections.items()}
     frames, starts, counts = np.unique(table["frame"], return_index=True, return_counts=True)
     parts = [{k: v[s:s + c] for k, v in table.items()} for s, c in zip(starts, counts)]
-    futures = client.scatter(parts)
+    futures = client.scatter(parts, hash=False)
     for known in (None, [gate_module.GateInputs.of(part) for part in parts]):  # (on the workers / from detection)
         whole, looked_at = gate_frames(client, FrameTables(futures, counts, known))
         assert 6 <= len(looked_at) <= 12 and np.array_equal(whole.counts, counts)
@@ -446,7 +446,7 @@ def test_time_blocks_reach_the_client_one_block_at_a_time(client, simulated_dete
     frames, starts, counts = np.unique(big["frame"], return_index=True, return_counts=True)
     parts = [{k: v[s:s + c] for k, v in big.items()} for s, c in zip(starts, counts)]
     table_bytes = sum(v.nbytes for v in big.values())
-    futures = client.scatter(parts)
+    futures = client.scatter(parts, hash=False)
     linking = LinkingParams(max_displacement_um=1.5, motion="none", adaptive_radius=False, max_gap=0)
     sizes, chunks = [], []
     tracemalloc.start()

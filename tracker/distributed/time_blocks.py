@@ -94,7 +94,9 @@ def link_in_time_blocks(
     parts = [{name: column[start:start + count] for name, column in table.items()}
              for start, count in zip(starts, counts)]
     chunks: list[Table] = []
-    frame_tables = FrameTables(client.scatter(parts), counts, [GateInputs.of(part) for part in parts])
+    # (keys of their own, not of the content: a table scattered again while an earlier run's copy is released
+    # would lose its data in Dask's race between the two)
+    frame_tables = FrameTables(client.scatter(parts, hash=False), counts, [GateInputs.of(part) for part in parts])
     summary = stream_time_blocks(client, frame_tables, linking, block_frames,
                                  chunks.append, overlap, progress)
     return assemble_tracks(chunks), summary

@@ -452,6 +452,8 @@ def gpu(args) -> None:
     import dask
     import distributed  # noqa: F401  (its configuration's defaults loaded before one is changed)
 
+    from tracker.distributed import detection as dask_detection, pipeline as dask_pipeline
+
     variants = {
         "gpus": ("`--gpus`: one Dask-CUDA worker (`LocalCUDACluster`)", ClusterParams(gpus=True), {}),
         "gpus-no-trim": ("`--gpus`, the workers without `MALLOC_TRIM_THRESHOLD_`", ClusterParams(gpus=True),
@@ -461,38 +463,86 @@ def gpu(args) -> None:
                             {"distributed.nanny.pre-spawn-environ.MALLOC_TRIM_THRESHOLD_": None}),
     }
     for name in args.variants.split(","):
-        label, cluster, config = variants[name]
+        # "gpus/f16": runs of 16 frames per task; "gpus/no-next": the next run's first frame not read ahead.
+        base, *options = name.split("/")
+        label, cluster, config = variants[base]
+        per_task = next((int(o[1:]) for o in options if o.startswith("f")), dask_detection.GPU_FRAMES_PER_TASK)
+        read_next = "no-next" not in options
+        label += f", runs of {per_task} frames" + ("" if read_next else ", next run's first frame not read ahead")
+        dask_pipeline.GPU_FRAMES_PER_TASK, dask_detection.READ_NEXT_RUN = per_task, read_next
         os.environ.pop("MALLOC_TRIM_THRESHOLD_", None)  # (a nanny of this process set it: its workers inherit it)
+        visible_before = os.environ.get("CUDA_VISIBLE_DEVICES")
+        if "gpu0" in options:  # (Dask-CUDA starts one worker per GPU it sees)
+            os.environ["CUDA_VISIBLE_DEVICES"] = "0"
+            label += ", GPU 0 alone"
         try:
             with dask.config.set(config), dask_client(cluster) as client:
                 client.wait_for_workers(1)
                 seconds, result = median_time(lambda: track_on_cluster(path, client=client, voxel_size_um=VOXEL,
                                                                        detection=detection))
+                with distributed.get_task_stream(client=client) as stream:  # (one more run, profiled)
+                    profiled = track_on_cluster(path, client=client, voxel_size_um=VOXEL, detection=detection)
                 visible = client.run(lambda: (os.environ.get("CUDA_VISIBLE_DEVICES", "(all)"),
                                               os.environ.get("MALLOC_TRIM_THRESHOLD_", "(unset)")))
+                placed = {}  # (detect tasks per worker, in the profiled run)
+                for record in stream.data:
+                    if str(record["key"]).startswith("tracker-detect-"):
+                        placed[record["worker"]] = placed.get(record["worker"], 0) + 1
         except Exception as error:  # (reported in the table: why this kind of worker could not run)
             rows.append((label, float("nan"), None, f"failed: {type(error).__name__}: {error}"))
             print(rows[-1], flush=True)
             continue
-        (devices, trim_value), = visible.values()
-        rows.append((label, seconds, result, f"CUDA_VISIBLE_DEVICES={devices}, MALLOC_TRIM_THRESHOLD_={trim_value}"))
-        print(label, seconds, flush=True)
+        finally:
+            dask_pipeline.GPU_FRAMES_PER_TASK = dask_detection.GPU_FRAMES_PER_TASK
+            dask_detection.READ_NEXT_RUN = True
+            if visible_before is None:
+                os.environ.pop("CUDA_VISIBLE_DEVICES", None)
+            else:
+                os.environ["CUDA_VISIBLE_DEVICES"] = visible_before
+        workers = "; ".join(f"worker {i}: CUDA_VISIBLE_DEVICES={devices}, {placed.get(address, 0)} detect tasks"
+                            for i, (address, (devices, _)) in enumerate(sorted(visible.items())))
+        trim_value = next(iter(visible.values()))[1]
+        rows.append((label, seconds, result, f"{workers}; MALLOC_TRIM_THRESHOLD_={trim_value}; "
+                                             f"{task_profile(stream.data, profiled.timings['detect'])}"))
+        print(label, seconds, rows[-1][3], flush=True)
     lines = [
         f"## One GPU: {args.frames} frames of {'×'.join(map(str, shape))}, the plain run against one Dask worker "
         f"on the GPU (warm; median of {args.repeats})",
         "",
-        "| run | total (s) | detect (s) | link (s) | tracks | identical to the plain run | time vs plain | note |",
-        "| --- | ---: | ---: | ---: | ---: | --- | ---: | --- |",
+        "| run | total (s) | detect (s) | detect per frame (ms) | link (s) | tracks | identical to the plain run "
+        "| time vs plain | note |",
+        "| --- | ---: | ---: | ---: | ---: | ---: | --- | ---: | --- |",
     ]
     for label, seconds, result, note in rows:
         if result is None:
-            lines.append(f"| {label} | – | – | – | – | – | – | {note} |")
+            lines.append(f"| {label} | – | – | – | – | – | – | – | {note} |")
             continue
-        lines.append(f"| {label} | {seconds:.2f} | {result.timings['detect']:.2f} | {result.timings['link']:.2f} | "
+        lines.append(f"| {label} | {seconds:.2f} | {result.timings['detect']:.2f} | "
+                     f"{1000 * result.timings['detect'] / args.frames:.0f} | {result.timings['link']:.2f} | "
                      f"{result.n_tracks} | {same_tracks(result.tracks, plain.tracks)} | {seconds / plain_seconds:.2f} "
                      f"| {note} |")
     lines.append("")
     finish(args, lines)
+
+
+def task_profile(records: list[dict], detect_seconds: float) -> str:
+    """Where a run's detection time went on the workers, from Dask's task stream: the spot-scale task, the detect
+    tasks' compute time (in all, and the most and least per task) and the idle time between them."""
+    spans = {}
+    for record in records:
+        compute = [s for s in record["startstops"] if s["action"] == "compute"]
+        if compute:
+            spans.setdefault(str(record["key"]).split("-")[1], []).append((compute[0]["start"], compute[-1]["stop"]))
+    detect = sorted(spans.get("detect", []))
+    if not detect:
+        return "no task stream"
+    busy = [stop - start for start, stop in detect]
+    gaps = [later[0] - earlier[1] for earlier, later in zip(detect, detect[1:])]
+    scale = spans.get("spot", [(0.0, 0.0)])[0]
+    return (f"profiled run: detect {detect_seconds:.2f} s = spot scale {scale[1] - scale[0]:.2f} s, "
+            f"{len(detect)} detect tasks computing {sum(busy):.2f} s ({min(busy):.2f}–{max(busy):.2f} s each), "
+            f"idle between them {sum(gaps):.2f} s, from the spot scale's end to the first task "
+            f"{detect[0][0] - scale[1]:.2f} s")
 
 
 def finish(args, lines: list[str]) -> None:
@@ -522,7 +572,8 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=3, help="gpu: timed runs of each kind (median)")
     parser.add_argument("--variants", default="gpus,gpus-no-trim,workers",
                         help="gpu: the Dask workers to time against the plain run (gpus, gpus-no-trim, workers, "
-                             "workers-no-trim)")
+                             "workers-no-trim; each with /fN: runs of N frames per task, /no-next: the next run's "
+                             "first frame not read ahead, /gpu0: GPU 0 alone; e.g. gpus/f40,gpus/no-next,gpus/gpu0)")
     parser.add_argument("--store", default="/tmp/distributed_bench.zarr")
     parser.add_argument("--out", help="append the Markdown table to this file")
     args = parser.parse_args()

@@ -87,6 +87,26 @@ def test_tiff_stacks_are_read_by_the_workers_too(stack_path, client, single, tmp
     assert_same_tables(result.tracks, single.tracks)
 
 
+def test_a_channel_and_a_folder_of_planes_are_read_by_the_workers_too(stack_path, client, single, tmp_path):
+    """``--channel`` of a two-channel OME-TIFF, and a folder of one plane per file (as the ISBI challenge's), on
+    the workers: the single-process tracks of the one-channel stack."""
+    import tifffile
+
+    frames = zarr.open_array(str(stack_path), mode="r")[:]
+    two = tmp_path / "two.ome.tif"
+    tifffile.imwrite(two, np.stack([frames // 2, frames], axis=1), ome=True, metadata={"axes": "TCZYX"})
+    result = track_on_cluster(two, client=client, voxel_size_um=VOXEL, channel=1,
+                              detection=DetectionParams(device="cpu"))
+    assert_same_tables(result.tracks, single.tracks)
+    planes = tmp_path / "planes"
+    planes.mkdir()
+    for t, volume in enumerate(frames):
+        for z, plane in enumerate(volume):
+            tifffile.imwrite(planes / f"movie t{t:03d} z{z:02d}.tif", plane)
+    result = track_on_cluster(planes, client=client, voxel_size_um=VOXEL, detection=DetectionParams(device="cpu"))
+    assert_same_tables(result.tracks, single.tracks)
+
+
 @dataclass(frozen=True)
 class DyingSource(FrameSource):
     """A source whose worker dies (the whole process) the first time it reads frame ``fatal``."""
@@ -148,8 +168,12 @@ def test_runs_of_frames_per_task_give_the_single_process_detections(stack_path, 
     from tracker.tables import concat_tables
 
     detection = DetectionParams(device="cpu", spot_radius_um=single.spot_scale.radius_um)
-    gathered, _ = detect_on_cluster(client, FrameSource.of(stack_path, VOXEL), detection, frames_per_task=5)
+    with distributed.get_task_stream(client=client) as stream:
+        gathered, _ = detect_on_cluster(client, FrameSource.of(stack_path, VOXEL), detection, frames_per_task=5)
     assert_same_tables(gathered, single.detections)
+    ran_on = {str(r["key"]).rsplit("-", 2)[1]: r["worker"] for r in stream.data
+              if str(r["key"]).startswith("tracker-detect-")}
+    assert ran_on["5"] == ran_on["10"] != ran_on["0"]  # (two chains: runs 0-4 | 5-9, 10-11 on one worker)
     kept, _ = detect_frames_on_cluster(client, FrameSource.of(stack_path, VOXEL), detection, frames_per_task=5)
     assert len(kept.futures) == 12 and kept.counts.sum() == len(single.detections["frame"])
     assert_same_tables(concat_tables(client.gather(kept.futures)), single.detections)
@@ -161,6 +185,59 @@ def test_runs_of_frames_per_task_give_the_single_process_detections(stack_path, 
     client.wait_for_workers(2, timeout=30)
     with pytest.raises(ValueError, match="frames_per_task must be at least 1"):
         detect_on_cluster(client, FrameSource.of(stack_path, VOXEL), detection, frames_per_task=0)
+
+
+READS: list[int] = []  # (frames read by CountingSource, in this process)
+
+
+@dataclass(frozen=True)
+class CountingSource(FrameSource):
+    """A source that records each frame read (in this process), and whose frame ``broken`` cannot be read."""
+
+    broken: int = -1
+
+    def open(self) -> Stack:
+        stack = read_stack(self.path, voxel_size=self.voxel_size)
+
+        def read_frame(t: int) -> np.ndarray:
+            READS.append(t)
+            if t == self.broken:
+                raise KeyError(f"c/{t}/0/0/0")
+            return stack.frame(t)
+
+        return Stack(FrameArray(stack.shape, stack.dtype, read_frame), stack.voxel_size)
+
+
+def test_a_run_reads_the_next_runs_first_frame_for_the_next_task(stack_path, single):
+    """With read_next, a run's task reads the next run's first frame during its last detection; the next task on
+    the process takes it instead of reading it again, a task of another run drops it; the tables are the same."""
+    from tracker.distributed.detection import detect_run_task
+    from tracker.tables import concat_tables
+
+    arguments = DetectionParams(device="cpu", spot_radius_um=single.spot_scale.radius_um).to_dict()
+    source = CountingSource(str(stack_path), VOXEL)
+    READS.clear()
+    runs = [detect_run_task(source, 0, 5, arguments, True), detect_run_task(source, 5, 10, arguments, True)]
+    assert READS == list(range(11))  # (frame 5 read once, by the first task; frame 10 read ahead)
+    READS.clear()
+    runs.append(detect_run_task(source, 10, 12, arguments, True))  # (the last run: nothing after it to read)
+    assert READS == [11]
+    tables = [table for run in runs for table, _, _ in run]
+    assert_same_tables(concat_tables(tables), single.detections)
+    READS.clear()
+    detect_run_task(source, 0, 3, arguments, True)  # (frame 3 read ahead)
+    again = detect_run_task(source, 7, 9, arguments, True)  # (another run: frame 3 dropped, 9 read ahead)
+    assert READS == [0, 1, 2, 3, 7, 8, 9]
+    assert_same_tables(concat_tables([table for table, _, _ in again]), concat_tables(tables[7:9]))
+    detect_run_task(source, 0, 1, arguments, False)  # (frame 9 dropped; nothing read ahead)
+    from tracker.distributed.detection import _chained_runs  # (each worker's runs: consecutive, one chain)
+
+    assert _chained_runs(5, 1) == [None, 0, 1, 2, 3] and _chained_runs(5, 2) == [None, 0, None, 2, 3]
+    assert _chained_runs(2, 4) == [None, None] and _chained_runs(3, 0) == [None, 0, 1]
+    broken = CountingSource(str(stack_path), VOXEL, broken=3)
+    detect_run_task(broken, 0, 3, arguments, True)  # (frame 3's read fails ahead: the error is the next run's)
+    with pytest.raises(KeyError, match="c/3/0/0/0"):
+        detect_run_task(broken, 3, 6, arguments, True)
 
 
 def test_command_line_workers_write_the_single_process_files(stack_path, tmp_path):
@@ -276,6 +353,27 @@ def test_gpus_start_one_dask_cuda_worker_per_gpu(monkeypatch):
             pass
 
 
+@pytest.mark.gpu
+def test_gpus_give_the_plain_gpu_runs_tracks_with_one_worker_per_gpu(stack_path):
+    """``--gpus``: one Dask-CUDA worker per visible GPU, each on its own GPU, and the plain GPU run's tracks."""
+    pytest.importorskip("dask_cuda")
+    import cupy
+
+    expected = track_stack(read_stack(stack_path, voxel_size=VOXEL), device="gpu")
+    n_gpus = cupy.cuda.runtime.getDeviceCount()
+    with dask_client(ClusterParams(gpus=True)) as client:
+        client.wait_for_workers(n_gpus, timeout=60)
+        first_visible = client.run(lambda: os.environ["CUDA_VISIBLE_DEVICES"].split(",")[0])
+        assert sorted(first_visible.values()) == [str(i) for i in range(n_gpus)]
+        with distributed.get_task_stream(client=client) as stream:
+            result = track_on_cluster(stack_path, client=client, voxel_size_um=VOXEL,
+                                      detection=DetectionParams(device="gpu"))
+    assert_same_tables(result.detections, expected.detections)
+    assert_same_tables(result.tracks, expected.tracks)
+    detected_on = {r["worker"] for r in stream.data if str(r["key"]).startswith("tracker-detect-")}
+    assert len(detected_on) == min(n_gpus, 2)  # (12 frames: two runs, each on a worker of its own)
+
+
 def test_time_blocks_share_one_estimated_gate(client, simulated_detections):
     """Without a gate, one is estimated from all the detections and used by every block (not one per block)."""
     from tracker.distributed import link_in_time_blocks
@@ -289,6 +387,29 @@ def test_time_blocks_share_one_estimated_gate(client, simulated_detections):
     assert summary.gate == gate and whole_summary.gate.value_um == gate.value_um
     a, b = links(whole), links(blocks)
     assert 2 * len(a & b) / (len(a) + len(b)) >= 0.999
+
+
+def test_the_gate_is_estimated_from_a_bounded_part_of_the_frames(client, simulated_detections, monkeypatch):
+    """The blocks' gate is one linking's, estimated on a worker from the frames it looks at alone (each frame's
+    counts and extremes reach the client): at most MAX_POINTS points, whatever the stack's length."""
+    from tracker.distributed import FrameTables
+    from tracker.distributed.time_blocks import gate_frames
+    from tracker.linking import gate as gate_module
+    from tracker.tables import concat_tables
+
+    monkeypatch.setattr(gate_module, "MAX_FRAME_PAIRS", 6)  # (of 89: the bound must show on a small table)
+    table = {k: v for k, v in simulated_detections.items()}
+    frames, starts, counts = np.unique(table["frame"], return_index=True, return_counts=True)
+    parts = [{k: v[s:s + c] for k, v in table.items()} for s, c in zip(starts, counts)]
+    futures = client.scatter(parts, hash=False)
+    for known in (None, [gate_module.GateInputs.of(part) for part in parts]):  # (on the workers / from detection)
+        whole, looked_at = gate_frames(client, FrameTables(futures, counts, known))
+        assert 6 <= len(looked_at) <= 12 and np.array_equal(whole.counts, counts)
+        sample = concat_tables([parts[i] for i in looked_at])
+        assert len(sample["frame"]) < len(table["frame"]) / 6
+        assert gate_module.estimate_gate(sample, whole=whole) == gate_module.estimate_gate(table)
+    with pytest.raises(ValueError, match="lack points of a frame"):
+        gate_module.estimate_gate(concat_tables([parts[i] for i in looked_at[1:]]), whole=whole)
 
 
 @pytest.mark.parametrize("options, identical", [
@@ -345,7 +466,7 @@ def test_time_blocks_reach_the_client_one_block_at_a_time(client, simulated_dete
     frames, starts, counts = np.unique(big["frame"], return_index=True, return_counts=True)
     parts = [{k: v[s:s + c] for k, v in big.items()} for s, c in zip(starts, counts)]
     table_bytes = sum(v.nbytes for v in big.values())
-    futures = client.scatter(parts)
+    futures = client.scatter(parts, hash=False)
     linking = LinkingParams(max_displacement_um=1.5, motion="none", adaptive_radius=False, max_gap=0)
     sizes, chunks = [], []
     tracemalloc.start()
@@ -400,6 +521,31 @@ def test_command_line_link_blocks_writes_block_by_block(stack_path, tmp_path, su
     n_tracks = len(np.unique(first["track_id"]))
     assert f"{len(first['frame'])} detections" in result.output and f"{n_tracks} tracks" in result.output
     assert not [p.name for p in tmp_path.iterdir() if p.name.endswith(".part")]
+
+
+def test_command_line_link_blocks_writes_geff_block_by_block(stack_path, tmp_path):
+    """``track run --link-blocks -o tracks.geff`` streams the GEFF group: the single-process run's graph and
+    metadata (the estimated gate and spot size in its parameters; only the node ids, in time order, differ)."""
+    import json
+
+    pytest.importorskip("geff")
+    from tracker.io.geff import read_geff
+
+    options = ["--voxel-size", "0.5,0.2,0.2", "--device", "cpu", "--motion", "none", "--no-adaptive-radius",
+               "--max-gap", "0", "-q"]
+    one, two = tmp_path / "one.geff", tmp_path / "two.geff"
+    assert CliRunner().invoke(main, ["run", str(stack_path), "-o", str(one), *options]).exit_code == 0
+    result = CliRunner().invoke(main, ["run", str(stack_path), "-o", str(two), *options, "--workers", "2",
+                                       "--worker-memory", "0.6", "--link-blocks", "3"])
+    assert result.exit_code == 0, result.output
+    first, second = read_geff(one), read_geff(two)
+    assert len(first["frame"]) > 100
+    assert_same_tables({k: v for k, v in second.items() if k != "link_confidence"},
+                       {k: v for k, v in first.items() if k != "link_confidence"})
+    np.testing.assert_allclose(second["link_confidence"], first["link_confidence"], atol=0.05)
+    assert json.loads((two / ".zattrs").read_text()) == json.loads((one / ".zattrs").read_text())
+    assert not np.array_equal(np.asarray(zarr.open_array(str(two / "nodes/props/track_id/values"))[:]),
+                              np.asarray(zarr.open_array(str(one / "nodes/props/track_id/values"))[:]))
 
 
 def test_block_writer_leaves_nothing_on_an_error(tmp_path):

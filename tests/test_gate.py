@@ -189,3 +189,35 @@ def test_still_points_get_the_lower_bound():
     estimate = estimate_gate(detections)
     assert estimate.bound == "lower" and estimate.value_um == pytest.approx(0.1 * estimate.spacing_um)
     assert len(np.unique(link_detections(detections)["track_id"])) == 100
+
+
+@pytest.mark.parametrize("ndim, stride, voxels, budget", [(3, 1, True, None), (2, 1, False, None),
+                                                           (3, 3, False, None), (3, 1, True, 20_000)])
+def test_the_whole_tables_inputs_give_its_gate_from_the_frames_looked_at(ndim, stride, voxels, budget, monkeypatch):
+    """GateInputs merged from parts of a table (a frame split between two) stand for the whole table: the gate
+    from the frames it looks at alone equals the whole table's (memory bound and voxel scale included)."""
+    from tracker.linking.gate import GateInputs
+    from tracker.simulate import simulate_tracks
+    from tracker.validation import check_detections
+
+    monkeypatch.setattr(gate_module, "MAX_FRAME_PAIRS", 5)
+    truth = simulate_tracks(300, 40, (8.0, 30.0, 30.0), 0.5, 0.6, blink_probability=0.05, seed=3)
+    visible = truth["visible"].astype(bool)
+    axes = "zyx"[3 - ndim:]
+    table = {"frame": truth["frame"][visible] * stride, **{a: truth[a][visible] for a in axes}}
+    if voxels:
+        table.update({f"{a}_vox": table[a] / 0.2 for a in axes})
+    table = check_detections(table)
+    cut = np.searchsorted(table["frame"], 20 * stride) + 7  # (frame 20's points in two parts)
+    parts = [{k: v[:cut] for k, v in table.items()}, {k: v[cut:] for k, v in table.items()}]
+    whole = GateInputs.merge([GateInputs.of(part) for part in parts])
+    assert np.array_equal(whole.frames, np.unique(table["frame"])) and whole.counts.sum() == len(table["frame"])
+    looked_at = np.isin(table["frame"], whole.frames_looked_at())
+    assert 0 < looked_at.sum() < len(table["frame"]) / 3
+    sample = {k: v[looked_at] for k, v in table.items()}
+    expected = estimate_gate(table, memory_budget=budget)
+    assert expected.source == "estimated" and (budget is None or expected.bound == "memory")
+    assert estimate_gate(sample, whole=whole, memory_budget=budget) == expected
+    empty = GateInputs.of({k: v[:0] for k, v in table.items()})
+    assert GateInputs.merge([empty, whole]).extremes.keys() == whole.extremes.keys()
+    assert estimate_gate({k: v[:0] for k, v in table.items()}, whole=empty).source == "fallback"

@@ -286,8 +286,10 @@ class ClusterParams(_Validated):
         None, cli="--link-blocks", minimum=2, optional=True,
         help="Link in time blocks of this many frames, in parallel on the workers, stitched at the block "
              "boundaries (for stacks whose linking takes long): link F1 >= 0.999 against one linking; the same "
-             "tracks with --motion none --no-adaptive-radius --max-gap 0. Not given: the client links all frames at "
-             "once (the single-process tracks).")
+             "tracks with --motion none --no-adaptive-radius --max-gap 0. The detections stay on the workers and "
+             "the client holds one block at a time (CSV, Parquet and GEFF outputs are written as the blocks come; "
+             "TrackMate and ISBI at the end). Not given: the client links all frames at once (the single-process "
+             "tracks).")
 
 
 DETECTION_DEFAULTS = DetectionParams()

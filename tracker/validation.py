@@ -184,12 +184,16 @@ def _repeated_rows(columns: Sequence[np.ndarray]) -> np.ndarray:
     return repeated
 
 
-def gate_candidates(detections: Mapping[str, np.ndarray], max_displacement_um: float) -> tuple[float, int, int]:
+def gate_candidates(detections: Mapping[str, np.ndarray], max_displacement_um: float, *,
+                    frame_counts: np.ndarray | None = None) -> tuple[float, int, int]:
     """Estimated candidate links of the largest consecutive frame pair within the gate ``max_displacement_um``.
 
     Points are taken as spread uniformly over the bounding box of all of them; a point's candidates are the next
     frame's points inside the cube of side ``2 max_displacement_um`` around it (within the box): at most
     6/π ≈ 1.9 times the points in the gate's ball (1.0-1.7 times on uniform points, ``tests/test_validation.py``).
+
+    ``frame_counts`` (the points of each frame with points, in frame order), where given, stands for the table's
+    frames, and ``detections`` need only hold its extreme positions (:class:`tracker.linking.gate.GateInputs`).
 
     Returns
     -------
@@ -198,10 +202,12 @@ def gate_candidates(detections: Mapping[str, np.ndarray], max_displacement_um: f
     n_first, n_second : int
         Points in that pair's two frames.
     """
-    frames = np.asarray(detections["frame"])
-    if len(frames) == 0:
+    if frame_counts is None:
+        _, counts = np.unique(np.asarray(detections["frame"]), return_counts=True)
+    else:
+        counts = np.asarray(frame_counts)
+    if len(counts) == 0:
         return 0.0, 0, 0
-    _, counts = np.unique(frames, return_counts=True)
     if len(counts) < 2:
         return 0.0, int(counts[0]), 0
     pairs = counts[:-1].astype(np.float64) * counts[1:]

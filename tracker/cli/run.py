@@ -63,28 +63,32 @@ def run_command(stack: Path, output: Path | None, detections_path: Path | None, 
         for note in data.notes:
             click.echo(f"note: {note}", err=True)
     sink = None
-    with ProgressBars(enabled=not quiet) as progress:
-        if wanted(cluster):  # (the workers read the frames themselves)
-            from ..distributed import track_on_cluster
-            from ..distributed.block_writer import streamed_outputs, streams_tracks
+    with contextlib.ExitStack() as files:  # (in time blocks: files written block by block, finished at the end)
+        with ProgressBars(enabled=not quiet) as progress:
+            if wanted(cluster):  # (the workers read the frames themselves)
+                from ..distributed import track_on_cluster
+                from ..distributed.block_writer import streamed_outputs, streams_tracks
 
-            with contextlib.ExitStack() as files:  # (in time blocks: files written block by block)
                 if streams_tracks(cluster, output, output_format):
-                    sink = files.enter_context(streamed_outputs(output, detections_path, overwrite))
+                    sink = files.enter_context(streamed_outputs(output, detections_path, overwrite, output_format))
                 result = track_on_cluster(stack, cluster=cluster, voxel_size_um=voxel_size, axes=axes,
-                                          detection=detection, linking=linking, progress=progress, sink=sink)
-        else:
-            result = track_stack(data, detection=detection, linking=linking, progress=progress)
-    if result.spot_scale is not None:  # (saved as used: --config reproduces the run without estimating again)
-        detection = detection.replace(spot_radius_um=result.spot_scale.radius_um)
-    if linking.max_displacement_um is None:  # (likewise the gate estimated from the detections)
-        linking = linking.replace(max_displacement_um=result.linking.gate.value_um)
-    if sink is None:
-        tracks = {k: v for k, v in result.tracks.items() if not k.endswith("_vox")}
-        write_tracks(output, tracks, output_format, overwrite=overwrite, voxel_size=data.voxel_size,
-                     image_path=stack, parameters={"detection": detection.to_dict(), "linking": linking.to_dict()})
-        if detections_path:
-            write_table(detections_path, result.detections, overwrite=overwrite)
+                                          channel=channel, detection=detection, linking=linking, progress=progress,
+                                          sink=sink)
+            else:
+                result = track_stack(data, detection=detection, linking=linking, progress=progress)
+        if result.spot_scale is not None:  # (saved as used: --config reproduces the run without estimating again)
+            detection = detection.replace(spot_radius_um=result.spot_scale.radius_um)
+        if linking.max_displacement_um is None:  # (likewise the gate estimated from the detections)
+            linking = linking.replace(max_displacement_um=result.linking.gate.value_um)
+        parameters = {"detection": detection.to_dict(), "linking": linking.to_dict()}
+        if sink is None:
+            tracks = {k: v for k, v in result.tracks.items() if not k.endswith("_vox")}
+            write_tracks(output, tracks, output_format, overwrite=overwrite, voxel_size=data.voxel_size,
+                         image_path=stack, parameters=parameters)
+            if detections_path:
+                write_table(detections_path, result.detections, overwrite=overwrite)
+        else:  # (GEFF keeps them in its metadata, written when the file is finished)
+            sink.parameters = parameters
     write_text(saved, parameters_text(detection, linking), overwrite=overwrite)
     if not quiet:
         n_det, n_tracks = (len(result.detections["frame"]), result.n_tracks) if sink is None else (sink.n_points,

@@ -13,6 +13,7 @@ through the usual callback.
 from __future__ import annotations
 
 import contextlib
+import threading
 import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -21,6 +22,8 @@ from typing import Any
 import numpy as np
 
 from ..backend import resolve_device
+from .._threads import thread_pool
+from ..linking.gate import GateInputs
 from ..parallel_frames import read_ahead
 from ..params import DetectionParams
 from ..pipeline import (
@@ -41,9 +44,23 @@ GPU_FRAMES_PER_TASK = 8
 (:func:`tracker.parallel_frames.read_ahead`, as a single-process GPU run does): a GPU detects a 64 × 512 × 512
 frame in less time than its compressed Zarr chunk takes to decode (17 against ~150 ms), and one frame per task
 cannot overlap the two (its worker runs one task at a time: a second thread would share the worker's open TIFF
-handle). Eight frames make one task's start and end, where nothing overlaps, an eighth of its time, and keep
-the work of a task lost with its worker small. CPU workers take one frame per task (detection, not reading,
-bounds them, and single frames spread evenly over many workers)."""
+handle). Measured on one H100 (``benchmarks/results/distributed.md``, 40 frames of 64 × 512 × 512, Zarr): one
+frame per task took 1.32 times the single-process run; runs of 8 took 0.95–0.99 times it, and one run of all 40
+frames 1.04 times (medians of 3, spread ±8 %). Eight keep the work of a task lost with its worker small and
+spread the runs over several GPUs. CPU workers take one frame per task (detection, not reading, bounds them,
+and single frames spread evenly over many workers)."""
+
+READ_NEXT_RUN = True
+"""Whether a GPU worker, while it detects the last frame of a run, reads the first frame of its next run (kept in
+the process for its next task: :func:`detect_run_task`), so that no frame's read waits, as in a single-process
+run. The runs are cut into one chain of consecutive runs per worker (:func:`_chained_runs`) so that a worker's
+next run is the one that follows; where Dask gives it another run after all, the frame read is dropped, having
+cost a read that overlapped a detection. Measured on one H100 (40 frames of 64 × 512 × 512 in runs of 8): the
+profiled run's detect tasks computed 4.66 s with it and 5.50 s without; the medians of 3 runs differ by less
+than their spread (5.58 against 5.64 s of detection)."""
+
+_read_lock = threading.Lock()
+_next_read: list[tuple[Any, int, Any]] = []  # (source, frame, future of its read): at most one, see READ_NEXT_RUN
 
 
 @dataclass
@@ -57,10 +74,13 @@ class FrameTables:
         In frame order; future ``t`` holds frame ``t``'s table (as :func:`tracker.pipeline.detect_stack` gives it).
     counts : (T,) int64 array
         Rows (detections) of each frame.
+    gate_inputs : list of GateInputs, optional
+        Each frame's (what the gate estimate needs of it besides its points: a few numbers), where known.
     """
 
     futures: list[Any]
     counts: np.ndarray
+    gate_inputs: list[GateInputs] | None = None
 
 
 def detect_on_cluster(client: Any, source: FrameSource, detection: DetectionParams,
@@ -156,14 +176,22 @@ def _detect_frames(client: Any, source: FrameSource, detection: DetectionParams,
     token = tokenize(source, sorted(arguments.items()))
     runs = [range(start, min(start + frames_per_task, stack.n_frames))
             for start in range(0, stack.n_frames, frames_per_task)]
-    tasks = [client.submit(detect_run_task, source, run.start, run.stop, arguments,
-                           key=f"tracker-detect-{token}-{run.start}-{run.stop}", pure=True) for run in runs]
+    read_next = READ_NEXT_RUN and frames_per_task > 1
+    threads = sum(client.nthreads().values())  # (every worker's: scheduler_info may list only a few)
+    follows = _chained_runs(len(runs), threads) if read_next else [None] * len(runs)
+    tasks: list[Any] = []
+    for i, (run, before) in enumerate(zip(runs, follows)):
+        then = i + 1 < len(runs) and follows[i + 1] == i  # (this worker's next run starts at run.stop)
+        tasks.append(client.submit(detect_run_task, source, run.start, run.stop, arguments, read_next and then,
+                                   None if before is None else tasks[before],
+                                   key=f"tracker-detect-{token}-{run.start}-{run.stop}", pure=True))
     # What the client receives of each run: the whole results, or each frame's row count, constancy and warnings.
     received = tasks if gather else [client.submit(_run_summary, task, key=f"tracker-detect-summary-{token}-{i}",
                                                    pure=True) for i, task in enumerate(tasks)]
     pending = dict(zip(received, runs))
     tables: list[Table | None] = [None] * stack.n_frames
     counts = np.zeros(stack.n_frames, dtype=np.int64)
+    gate_inputs: list[GateInputs | None] = [None] * stack.n_frames
     n_constant = 0
     n_done = 0
     seen: set[str] = set()
@@ -171,11 +199,11 @@ def _detect_frames(client: Any, source: FrameSource, detection: DetectionParams,
         for future in as_completed(list(pending)):
             run = pending.pop(future)
             what = f"frame {run.start}" if len(run) == 1 else f"frames {run.start}-{run.stop - 1}"
-            for t, (first, constant, messages) in zip(run, _result(future, what)):
+            for t, (first, constant, messages, *inputs) in zip(run, _result(future, what)):
                 if gather:
                     tables[t] = first
                 else:
-                    counts[t] = first
+                    counts[t], gate_inputs[t] = first, inputs[0]
                 n_constant += constant
                 _warn([m for m in messages if m not in seen])
                 seen.update(messages)
@@ -189,7 +217,7 @@ def _detect_frames(client: Any, source: FrameSource, detection: DetectionParams,
         return tables, spot_scale, n_constant
     tables_of = [client.submit(_table_of, tasks[t // frames_per_task], t % frames_per_task,
                                key=f"tracker-detections-{token}-{t}", pure=True) for t in range(stack.n_frames)]
-    return FrameTables(tables_of, counts), spot_scale, n_constant
+    return FrameTables(tables_of, counts, gate_inputs), spot_scale, n_constant
 
 
 def detect_task(source: FrameSource, t: int, arguments: Mapping[str, Any]) -> tuple[Table, bool, list[str]]:
@@ -197,20 +225,31 @@ def detect_task(source: FrameSource, t: int, arguments: Mapping[str, Any]) -> tu
     return detect_run_task(source, t, t + 1, arguments)[0]
 
 
-def detect_run_task(source: FrameSource, start: int, stop: int,
-                    arguments: Mapping[str, Any]) -> list[tuple[Table, bool, list[str]]]:
+def detect_run_task(source: FrameSource, start: int, stop: int, arguments: Mapping[str, Any],
+                    read_next: bool = False, after: Any = None) -> list[tuple[Table, bool, list[str]]]:
     """On a worker: :func:`detect_task`'s result for each frame ``start`` ≤ t < ``stop``, each next frame read
     while one is detected (:func:`tracker.parallel_frames.read_ahead`).
 
-    The GPU, when ``device="auto"`` ran out of memory on this worker, is not tried again here (as in
-    :func:`tracker.pipeline.detect_stack`, which goes on on the CPU).
+    With ``read_next``, frame ``stop`` (the next run's first) is read during the last frame's detection and kept
+    for this process's next task (:data:`READ_NEXT_RUN`); a task starting at ``start`` takes the frame read so by
+    the task before it, if that is the frame. ``after`` (the previous run's results, unused) only makes Dask run
+    this task after that run, on its worker (:func:`_chained_runs`). The GPU, when ``device="auto"`` ran out of memory on this worker,
+    is not tried again here (as in :func:`tracker.pipeline.detect_stack`, which goes on on the CPU).
     """
     arguments = dict(arguments)
     device = arguments.pop("device")
     stack = source.open()
+    early = _take_read(source, start)  # (the frame [start] read by the task before, or None)
+
+    def read(t: int) -> Any:
+        return early.pop() if early and t == start else stack.frame(t)
+
     results = []
-    with contextlib.closing(read_ahead(stack.frame, range(start, stop))) as frames:
+    with contextlib.closing(read_ahead(read, range(start, stop))) as frames:
         for t, volume in frames:
+            if read_next and t == stop - 1 and stop < stack.n_frames:  # (read_ahead's reader is idle now)
+                with _read_lock:
+                    _next_read.append((source, stop, thread_pool("read", 1).submit(stack.frame, stop)))
             xp = np if device in _on_cpu_after_out_of_memory else resolve_device(device)
             with warnings.catch_warnings(record=True) as caught:
                 warnings.simplefilter("always", InputWarning)
@@ -226,8 +265,41 @@ def detect_run_task(source: FrameSource, start: int, stop: int,
     return results
 
 
+def _chained_runs(n_runs: int, n_workers: int) -> list[int | None]:
+    """For each run, the run it follows on one worker (None: the first of its chain): the runs cut into one
+    chain of consecutive runs per worker (``n_workers``: the cluster's threads; at least one chain), so that each
+    worker's next run starts at the frame it read ahead (:data:`READ_NEXT_RUN`).
+
+    Dask runs a task where its inputs are, so a chain stays on one worker, unless Dask moves a queued run to an
+    idle worker (work stealing: the run's first frame is then read anew); a run lost with its worker is run again
+    with the chain's runs before it that were lost too, as any task is. Runs of one chain run in order: its
+    frames are detected in time order, as in a single-process run. A worker that joins once the runs are
+    submitted gets runs only by work stealing.
+    """
+    chains = max(1, min(n_runs, n_workers))
+    firsts = {n_runs * c // chains for c in range(chains)}
+    return [None if i in firsts else i - 1 for i in range(n_runs)]
+
+
+def _take_read(source: FrameSource, t: int) -> list[Any]:
+    """``[frame t of source]`` when the task before this one in the process read it ahead (:data:`READ_NEXT_RUN`),
+    else ``[]``; a read of another frame is waited for (no two reads of one file at once) and dropped."""
+    with _read_lock:
+        pending = _next_read.copy()
+        _next_read.clear()
+    taken = []
+    for read_source, read_t, future in pending:
+        if read_source == source and read_t == t:
+            taken.append(future.result())  # (its error, if any, is this frame's)
+        else:
+            with contextlib.suppress(Exception):  # (a frame not needed here: its error is another task's)
+                future.result()
+    return taken
+
+
 def estimate_task(source: FrameSource, device: str) -> tuple[SpotScale, list[str]]:
     """On a worker: the stack's spot size (:func:`tracker.pipeline.estimate_stack_spot_scale`), and its warnings."""
+    _take_read(source, -1)  # (a frame still being read ahead, if any: no two reads of one file at once)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", InputWarning)
         scale = estimate_stack_spot_scale(source.open(), device)
@@ -242,16 +314,17 @@ def threshold_task(source: FrameSource, spot_radius_um, device: str) -> tuple[Qu
     return mixture, [str(w.message) for w in caught if issubclass(w.category, UserWarning)]
 
 
-def _run_summary(results: list[tuple[Table, bool, list[str]]]) -> list[tuple[int, bool, list[str]]]:
+def _run_summary(results: list[tuple[Table, bool, list[str]]]) -> list[tuple[int, bool, list[str], GateInputs]]:
     """On a worker: for each frame of a run, the row count of its checked table (:func:`_table_of`), its
-    constancy and warnings (what the client needs of it)."""
+    constancy and warnings, and what the gate estimate needs of it (what the client needs of it)."""
     summary = []
     for table, constant, messages in results:
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always", InputWarning)
-            n_rows = len(check_detections(table)["frame"])
-        summary.append((n_rows, constant, messages + [str(w.message) for w in caught
-                                                      if issubclass(w.category, UserWarning)]))
+            checked = check_detections(table)
+        summary.append((len(checked["frame"]), constant,
+                        messages + [str(w.message) for w in caught if issubclass(w.category, UserWarning)],
+                        GateInputs.of(checked)))
     return summary
 
 

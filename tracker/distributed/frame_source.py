@@ -19,7 +19,7 @@ from ..stack import Stack
 
 @dataclass(frozen=True)
 class FrameSource:
-    """A Zarr / OME-Zarr folder or a TIFF file, by path, as :func:`tracker.io.read_stack` opens it.
+    """A Zarr / OME-Zarr folder, a TIFF file or a folder of TIFFs, by path, as :func:`tracker.io.read_stack` opens it.
 
     Attributes
     ----------
@@ -29,17 +29,21 @@ class FrameSource:
         µm; overrides the file's metadata (as ``--voxel-size``).
     axes : str, optional
         The file's axes (as ``--axes``).
+    channel : int, optional
+        The channel tracked (as ``--channel``).
     """
 
     path: str
     voxel_size: tuple[float, float, float] | None = None
     axes: str | None = None
+    channel: int | None = None
 
     @classmethod
-    def of(cls, path: str | os.PathLike, voxel_size: Any = None, axes: str | None = None) -> FrameSource:
+    def of(cls, path: str | os.PathLike, voxel_size: Any = None, axes: str | None = None,
+           channel: int | None = None) -> FrameSource:
         """The source of ``path`` (made absolute: workers may run in another folder)."""
         return cls(str(Path(path).resolve()), None if voxel_size is None else tuple(float(v) for v in voxel_size),
-                   axes)
+                   axes, channel)
 
     def open(self) -> Stack:
         """The stack, opened lazily (nothing but metadata is read); cached per process."""
@@ -55,4 +59,4 @@ def open_stack(source: FrameSource) -> Stack:
     """:func:`tracker.io.read_stack` of ``source``, once per process (a worker runs many frames of one stack)."""
     from ..io import read_stack
 
-    return read_stack(source.path, voxel_size=source.voxel_size, axes=source.axes)
+    return read_stack(source.path, voxel_size=source.voxel_size, axes=source.axes, channel=source.channel)

@@ -36,6 +36,7 @@ def track_on_cluster(
     client: Any = None,
     voxel_size_um: Sequence[float] | None = None,
     axes: str | None = None,
+    channel: int | None = None,
     detection: DetectionParams | None = None,
     linking: LinkingParams | None = None,
     progress: ProgressCallback | None = None,
@@ -56,6 +57,8 @@ def track_on_cluster(
         µm; overrides the file's metadata.
     axes : str, optional
         The file's axes, when its metadata is ambiguous.
+    channel : int, optional
+        The channel to track (0-based) in a stack of several.
     detection, linking : DetectionParams, LinkingParams, optional
         As for :func:`tracker.pipeline.track_stack` (defaults: the model's).
     progress : callable, optional
@@ -85,7 +88,7 @@ def track_on_cluster(
     if sink is not None and cluster.link_block_frames is None:
         raise ValueError("tracks are handed over block by block (sink) only when linked in time blocks "
                          "(--link-blocks)")
-    source = FrameSource.of(path, voxel_size_um, axes)
+    source = FrameSource.of(path, voxel_size_um, axes, channel)
     stack = source.open()  # (on the client: a bad file is one line before any cluster starts)
     frames_per_task = GPU_FRAMES_PER_TASK if cluster.gpus or detection.device == "gpu" else 1
     with contextlib.ExitStack() as context:

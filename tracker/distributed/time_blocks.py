@@ -32,7 +32,7 @@ from typing import Any
 import numpy as np
 
 from ..linking import LinkSummary, link_detections
-from ..linking.gate import estimate_gate
+from ..linking.gate import GateInputs, estimate_gate
 from ..params import LinkingParams
 from ..progress import ProgressCallback, Stage
 from ..tables import Table, concat_tables, sort_table, take_rows
@@ -94,7 +94,10 @@ def link_in_time_blocks(
     parts = [{name: column[start:start + count] for name, column in table.items()}
              for start, count in zip(starts, counts)]
     chunks: list[Table] = []
-    summary = stream_time_blocks(client, FrameTables(client.scatter(parts), counts), linking, block_frames,
+    # (keys of their own, not of the content: a table scattered again while an earlier run's copy is released
+    # would lose its data in Dask's race between the two)
+    frame_tables = FrameTables(client.scatter(parts, hash=False), counts, [GateInputs.of(part) for part in parts])
+    summary = stream_time_blocks(client, frame_tables, linking, block_frames,
                                  chunks.append, overlap, progress)
     return assemble_tracks(chunks), summary
 
@@ -123,8 +126,9 @@ def stream_time_blocks(
         row counts (:func:`tracker.distributed.detection.detect_frames_on_cluster`). Frames without rows are
         skipped, as one linking skips them.
     linking : LinkingParams
-        Without a gate (``max_displacement_um``), one is estimated from all the frames, on one worker (which then
-        holds the detections, not the client), and used by every block.
+        Without a gate (``max_displacement_um``), one is estimated as one linking estimates it, on one worker from
+        the frames the estimate looks at (:func:`gate_frames`: a bounded number of points), and used by every
+        block.
     block_frames : int
         Frames (of those with points) per block; at least 2.
     sink : callable
@@ -149,8 +153,9 @@ def stream_time_blocks(
     present = np.flatnonzero(counts)  # (indices into frames.futures of the frames with points)
     first_row = np.concatenate([[0], np.cumsum(counts[present])])  # (row of each present frame's first point)
     gate = None
-    if linking.max_displacement_um is None:  # one gate for every block, estimated once from all the detections
-        future = client.submit(_estimate_gate, linking.solver, *[frames.futures[i] for i in present])
+    if linking.max_displacement_um is None:  # one gate for every block, as one linking estimates it
+        whole, looked_at = gate_frames(client, frames)
+        future = client.submit(_estimate_gate, linking.solver, whole, *[frames.futures[i] for i in looked_at])
         gate = future.result()
         del future
         linking = linking.replace(max_displacement_um=gate.value_um)
@@ -202,9 +207,24 @@ def _check_blocks(block_frames: int, overlap: int) -> None:
         raise ValueError(f"time blocks need at least 2 frames and an overlap of 1, got {block_frames} and {overlap}")
 
 
-def _estimate_gate(solver: str, *tables: Table) -> Any:
-    """On a worker: the gate of all the frames' detections (:func:`tracker.linking.gate.estimate_gate`)."""
-    return estimate_gate(concat_tables(list(tables)), solver=solver)
+def gate_frames(client: Any, frames: Any) -> tuple[GateInputs, list[int]]:
+    """What the gate estimate of all the frames needs: the whole table's :class:`tracker.linking.gate.GateInputs`
+    (merged from each frame's: :attr:`FrameTables.gate_inputs`, or computed on the workers), and the indices of
+    the frames (``frames.futures``) it looks at, at most :data:`tracker.linking.gate.MAX_FRAME_PAIRS` pairs of
+    :data:`tracker.linking.gate.MAX_POINTS` points together: the worker that estimates the gate holds those, not
+    all the detections, and the estimate equals one linking's (:func:`tracker.linking.gate.estimate_gate`)."""
+    parts = frames.gate_inputs
+    if parts is None:
+        parts = client.gather(client.map(GateInputs.of, frames.futures, pure=True))
+    whole = GateInputs.merge(parts)
+    wanted = set(whole.frames_looked_at().tolist())
+    return whole, [i for i, part in enumerate(parts) if wanted.intersection(part.frames.tolist())]
+
+
+def _estimate_gate(solver: str, whole: GateInputs, *tables: Table) -> Any:
+    """On a worker: the gate of the whole table (``whole``) from the frames it looks at (``tables``,
+    :func:`tracker.linking.gate.estimate_gate`)."""
+    return estimate_gate(concat_tables(list(tables)), solver=solver, whole=whole)
 
 
 def _link_block(parameters: Mapping[str, Any], rows: tuple[int, int, int],

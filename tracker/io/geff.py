@@ -80,18 +80,43 @@ def write_geff(path: str | os.PathLike, tracks: Mapping[str, Any], overwrite: bo
     InputError
         A required column is missing, a track has two points in one frame, or ``path`` exists.
     """
-    _, geff_spec = _geff()
+    _geff()
     from geff.core_io import write_arrays
-
-    from .. import __version__
 
     table = check_tracks(tracks, what="tracks")
     source, target = track_links(table)
-    axes = spatial_axes(table)
+    node_props, edge_props = graph_props(table, target)
+    metadata = geff_metadata(spatial_axes(table), node_props, edge_props, parameters)
+    n = len(table["frame"])
+    with atomic_directory(path, overwrite) as tmp:
+        write_arrays(
+            str(tmp),
+            np.arange(n, dtype=np.uint64),
+            {name: {"values": _storable(values), "missing": None} for name, values in node_props.items()},
+            np.column_stack([source, target]).astype(np.uint64).reshape(-1, 2),
+            {name: {"values": values, "missing": None} for name, values in edge_props.items()},
+            metadata,
+            zarr_format=zarr_format,
+        )
+
+
+def graph_props(table: Mapping[str, np.ndarray], target: np.ndarray) -> tuple[dict, dict]:
+    """The node properties (``t`` for the frame, then the table's other columns but the link's) and the edge
+    properties (the link's columns of each edge's ``target`` row) of a tracks table."""
     node_props = {"t": table["frame"]}
     node_props.update({name: column for name, column in table.items() if name not in ("frame", *EDGE_COLUMNS)})
     edge_props = {name: np.asarray(table[name], dtype=np.float64)[target] for name in EDGE_COLUMNS if name in table}
-    metadata = geff_spec.GeffMetadata(
+    return node_props, edge_props
+
+
+def geff_metadata(axes: tuple[str, ...], node_props: Mapping[str, np.ndarray], edge_props: Mapping[str, np.ndarray],
+                  parameters: Mapping[str, Any] | None = None) -> Any:
+    """The GEFF metadata of the tracks (``geff_spec.GeffMetadata``): axes (without their extent), properties
+    (their dtypes from ``node_props`` and ``edge_props``), the track property and the run's ``parameters``."""
+    _, geff_spec = _geff()
+    from .. import __version__
+
+    return geff_spec.GeffMetadata(
         directed=True,
         axes=[geff_spec.Axis(name="t", type="time", unit="frame"),
               *(geff_spec.Axis(name=a, type="space", unit="micrometer") for a in axes)],
@@ -102,17 +127,6 @@ def write_geff(path: str | os.PathLike, tracks: Mapping[str, Any], overwrite: bo
                                             display_depth="z" if "z" in axes else None, display_time="t"),
         extra={"tracker": {"version": __version__, **({"parameters": dict(parameters)} if parameters else {})}},
     )
-    n = len(table["frame"])
-    with _atomic_directory(path, overwrite) as tmp:
-        write_arrays(
-            str(tmp),
-            np.arange(n, dtype=np.uint64),
-            {name: {"values": _storable(values), "missing": None} for name, values in node_props.items()},
-            np.column_stack([source, target]).astype(np.uint64).reshape(-1, 2),
-            {name: {"values": values, "missing": None} for name, values in edge_props.items()},
-            metadata,
-            zarr_format=zarr_format,
-        )
 
 
 def _storable(values: np.ndarray) -> np.ndarray:
@@ -130,7 +144,7 @@ def _props_metadata(geff_spec, props: Mapping[str, np.ndarray]) -> dict:
 
 
 @contextlib.contextmanager
-def _atomic_directory(path: str | os.PathLike, overwrite: bool) -> Iterator[Path]:
+def atomic_directory(path: str | os.PathLike, overwrite: bool) -> Iterator[Path]:
     """A path in a temporary folder beside ``path``, moved onto it on success (replacing it if ``overwrite``)."""
     target = check_writable(path, overwrite)
     folder = Path(tempfile.mkdtemp(prefix=f".{target.name}.", suffix=".part", dir=target.parent))

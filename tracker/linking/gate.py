@@ -33,7 +33,7 @@ deterministic: no random numbers, a fixed choice of frame pairs.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
@@ -146,8 +146,66 @@ class GateEstimate:
         return cls(float(value_um), "given")
 
 
+@dataclass(frozen=True)
+class GateInputs:
+    """What :func:`estimate_gate` reads of a whole table besides the points of the frames it looks at
+    (:meth:`frames_looked_at`, at most :data:`MAX_FRAME_PAIRS` pairs and :data:`MAX_POINTS` points): each frame's
+    point count and each position column's extremes. A few numbers per frame, merged from parts of a table
+    (:meth:`merge`, e.g. frames detected on Dask workers), so that the gate of a table that no process holds
+    whole is estimated exactly as from the whole table, from a bounded part of it.
+
+    Attributes
+    ----------
+    frames : (F,) int64 array
+        Frame numbers with points, increasing.
+    counts : (F,) int64 array
+        Points in each.
+    extremes : Table
+        Two rows, the least and the greatest value of each position column (``z, y, x`` or ``y, x``, µm) and of
+        its voxel column (``x_vox``, …) where the table has them; no rows for an empty table.
+    """
+
+    frames: np.ndarray
+    counts: np.ndarray
+    extremes: dict[str, np.ndarray]
+
+    @classmethod
+    def of(cls, detections: Mapping[str, np.ndarray]) -> GateInputs:
+        """The inputs of a checked table (:func:`tracker.validation.check_detections`), or of a part of one."""
+        from ..tables import spatial_axes
+
+        frames, counts = np.unique(np.asarray(detections["frame"], dtype=np.int64), return_counts=True)
+        columns = [c for axis in spatial_axes(detections) for c in (axis, f"{axis}_vox") if c in detections]
+        values = {c: np.asarray(detections[c], dtype=np.float64) for c in columns}
+        extremes = {c: (np.array([v.min(), v.max()]) if len(v) else np.empty(0)) for c, v in values.items()}
+        return cls(frames, counts.astype(np.int64), extremes)
+
+    @classmethod
+    def merge(cls, parts: Sequence[GateInputs]) -> GateInputs:
+        """The inputs of the table made of ``parts`` (a frame may be split between parts); at least one part."""
+        frames = np.concatenate([part.frames for part in parts])
+        present, index = np.unique(frames, return_inverse=True)
+        counts = np.zeros(len(present), dtype=np.int64)
+        np.add.at(counts, index, np.concatenate([part.counts for part in parts]))
+        columns = {tuple(part.extremes) for part in parts}
+        if len(columns) > 1:
+            raise ValueError(f"the parts of a table have different position columns: {sorted(columns)}")
+        filled = [part.extremes for part in parts if len(part.frames)]
+        extremes = ({c: np.array([min(e[c][0] for e in filled), max(e[c][1] for e in filled)]) for c in filled[0]}
+                    if filled else dict(parts[0].extremes))
+        return cls(present, counts, extremes)
+
+    def frames_looked_at(self) -> np.ndarray:
+        """The frame numbers whose points :func:`estimate_gate` looks at (the two frames of each pair chosen)."""
+        from .linker import frame_steps  # (the linker imports this module)
+
+        steps = frame_steps(self.frames)
+        pairs = _chosen_pairs(steps, self.counts)
+        return self.frames[np.isin(steps, [*pairs, *(t + 1 for t in pairs)])]
+
+
 def estimate_gate(detections: Mapping[str, np.ndarray], *, solver: str = "scipy",
-                  memory_budget: int | None = None) -> GateEstimate:
+                  memory_budget: int | None = None, whole: GateInputs | None = None) -> GateEstimate:
     """The gate (largest displacement between consecutive frames, µm) from the detections themselves.
 
     Parameters
@@ -160,29 +218,49 @@ def estimate_gate(detections: Mapping[str, np.ndarray], *, solver: str = "scipy"
         Assignment solver of the first linking pass.
     memory_budget : int, optional
         Bytes the candidate links may take (default: :func:`tracker.validation.memory_budget`).
+    whole : GateInputs, optional
+        The inputs of the whole table, where ``detections`` is only a part of it holding (at least) the frames
+        :meth:`GateInputs.frames_looked_at`, whole: the estimate is then the whole table's.
 
     Returns
     -------
     GateEstimate
         ``source="estimated"``, or ``"fallback"`` where the points are too few: the gate of the median step
         (:func:`_few_steps_gate`), or :data:`FALLBACK_GATE_UM` without a step.
+
+    Raises
+    ------
+    ValueError
+        ``detections`` lacks a frame that the estimate looks at (with ``whole``).
     """
     from .linker import frame_steps, motion_space  # (the linker imports this module)
     from ..tables import positions_um
 
-    positions, _ = motion_space(positions_um(detections))
-    steps = frame_steps(np.asarray(detections["frame"], dtype=np.int64))
-    pairs = _frame_pairs(steps)
+    whole = GateInputs.of(detections) if whole is None else whole
+    # The axes along which points move are the whole table's: its extremes join the points for motion_space.
+    n_rows = len(detections["frame"])
+    positions, _ = motion_space(np.concatenate([positions_um(detections), positions_um(whole.extremes)]))
+    positions = positions[:n_rows]
+    present = frame_steps(whole.frames)  # (the whole table's frames as steps, and its points in each)
+    frame_numbers = np.asarray(detections["frame"], dtype=np.int64)
+    slot = np.minimum(np.searchsorted(whole.frames, frame_numbers), max(len(whole.frames) - 1, 0))
+    if n_rows and (not len(whole.frames) or not np.array_equal(whole.frames[slot], frame_numbers)):
+        raise ValueError("the detections have frames that the whole table's inputs (GateInputs) do not count")
+    steps = present[slot] if n_rows else frame_numbers
+    pairs = _chosen_pairs(present, whole.counts)
     if not pairs:
         return GateEstimate(FALLBACK_GATE_UM, "fallback", note="no two consecutive frames with points")
-    present, counts = np.unique(steps, return_counts=True)
-    count = dict(zip(present.tolist(), counts.tolist()))
-    pairs = _spread(pairs, [count[t] + count[t + 1] for t in pairs])
+    here, counts = np.unique(steps, return_counts=True)
     order = np.argsort(steps, kind="stable")
-    starts = np.searchsorted(steps[order], present)
+    starts = np.searchsorted(steps[order], here)
     ends = starts + counts
-    where = dict(zip(present.tolist(), zip(starts.tolist(), ends.tolist())))
-    frame = {t: positions[order[slice(*where[t])]] for t in sorted({*pairs, *(t + 1 for t in pairs)})}
+    where = dict(zip(here.tolist(), zip(starts.tolist(), ends.tolist())))
+    whole_count = dict(zip(present.tolist(), whole.counts.tolist()))
+    looked_at = sorted({*pairs, *(t + 1 for t in pairs)})
+    if any(where.get(t, (0, 0))[1] - where.get(t, (0, 0))[0] != whole_count[t] for t in looked_at):
+        raise ValueError("the detections lack points of a frame the gate estimate looks at "
+                         "(GateInputs.frames_looked_at)")
+    frame = {t: positions[order[slice(*where[t])]] for t in looked_at}
     spacing = _median_spacing([frame[t + 1] for t in pairs])
     source_points = sum(len(frame[t]) for t in pairs)
     near, null = _cross_frame_distances(frame, pairs)
@@ -190,12 +268,12 @@ def estimate_gate(detections: Mapping[str, np.ndarray], *, solver: str = "scipy"
         return _few_steps_gate(near, spacing, positions.shape[1],
                                f"{source_points} points in {len(pairs)} frame pair(s)")
     partnered, provisional = _nearest_neighbour_excess(near, null)
-    lower = max(MIN_GATE_NN * spacing, min(_voxel_scale(detections), 0.5 * spacing))
+    lower = max(MIN_GATE_NN * spacing, min(_voxel_scale(whole.extremes), 0.5 * spacing))
     if np.quantile(near, GATE_QUANTILE) == 0.0:  # (still, exactly localised points: no step to measure)
         return GateEstimate(float(lower), "estimated", step_um=0.0, partnered=float(partnered),
                             spacing_um=float(spacing), n_links=len(near), bound="lower")
     upper = MAX_GATE_NN * spacing
-    memory = _largest_fitting_gate(detections, upper, memory_budget)
+    memory = _largest_fitting_gate(whole, upper, memory_budget)
     ceiling, ceiling_name = (memory, "memory") if memory < upper else (upper, "upper")
     provisional = max(provisional, MIN_GATE_NN * spacing)
     truncated = provisional > ceiling  # (the first pass cannot look as far as the steps may reach)
@@ -249,6 +327,14 @@ def _frame_pairs(steps: np.ndarray) -> list[int]:
     """The steps ``t`` with points at ``t`` and ``t + 1``."""
     present = np.unique(steps)
     return [int(t) for t in present[:-1][np.diff(present) == 1]]
+
+
+def _chosen_pairs(present: np.ndarray, counts: np.ndarray) -> list[int]:
+    """The frame pairs (steps ``t`` with points at ``t`` and ``t + 1``) the estimate looks at, from the steps with
+    points and their points (:func:`_spread`)."""
+    pairs = _frame_pairs(present)
+    count = dict(zip(present.tolist(), counts.tolist()))
+    return _spread(pairs, [count[t] + count[t + 1] for t in pairs]) if pairs else []
 
 
 def _spread(pairs: list[int], sizes: list[int]) -> list[int]:
@@ -374,14 +460,14 @@ def _voxel_scale(detections: Mapping[str, np.ndarray]) -> float:
     return float(min(sides)) if sides else 0.0
 
 
-def _largest_fitting_gate(detections: Mapping[str, np.ndarray], gate: float, budget: int | None) -> float:
+def _largest_fitting_gate(whole: GateInputs, gate: float, budget: int | None) -> float:
     """``gate``, or the largest gate whose candidate links fit the memory budget (halving, then bisecting)."""
     from ..validation import CANDIDATE_BYTES, gate_candidates, memory_budget
 
     budget = memory_budget() if budget is None else budget
 
     def fits(value: float) -> bool:
-        return gate_candidates(detections, value)[0] * CANDIDATE_BYTES <= budget
+        return gate_candidates(whole.extremes, value, frame_counts=whole.counts)[0] * CANDIDATE_BYTES <= budget
 
     if fits(gate):
         return gate

@@ -74,9 +74,8 @@ def file_grid(folder: Path, files: list[Path]) -> FileGrid:
     parts = [re.split(r"(\d+)", file.name) for file in files]
     patterns = {tuple(p[0::2]) for p in parts}
     if len(patterns) > 1:
-        first, other = next(f for f in files), next(f for f, p in zip(files, parts) if tuple(p[0::2]) !=
-                                                       tuple(parts[0][0::2]))
-        raise InputError(f"{folder}: the TIFF file names follow different patterns ({first.name}, {other.name}); "
+        other = next(f for f, p in zip(files, parts) if tuple(p[0::2]) != tuple(parts[0][0::2]))
+        raise InputError(f"{folder}: the TIFF file names follow different patterns ({files[0].name}, {other.name}); "
                          "keep one time-lapse per folder")
     numbers = np.array([[int(n) for n in p[1::2]] for p in parts], dtype=np.int64).reshape(len(files), -1)
     varying = [k for k in range(numbers.shape[1]) if len(np.unique(numbers[:, k])) > 1]
@@ -146,6 +145,7 @@ def read_tiff_folder(path: str | os.PathLike, voxel_size: Sequence[float] | None
     n_t, n_z, n_c = grid.shape
     name_channel = channel_index(folder, n_c, channel) if n_c > 1 else None
     file_channel = None if n_c > 1 else channel
+    axes = _file_axes(grid.files[(0, 0, name_channel or 0)], axes)  # (every file's: they are alike)
     first, notes = _time_point(grid.files[(0, 0, name_channel or 0)], axes, file_channel)
     if first.shape[0] != 1 or (n_z > 1 and first.shape[1] != 1):
         holds = f"{first.shape[0]} time points" if first.shape[0] != 1 else f"{first.shape[1]} planes"
@@ -178,7 +178,7 @@ def read_tiff_folder(path: str | os.PathLike, voxel_size: Sequence[float] | None
 def _read_file(folder: Path, file: Path, axes: str | None, channel: int | None, shape: tuple[int, ...],
                dtype: np.dtype) -> np.ndarray:
     """The ``(Z, Y, X)`` content of one file, checked against the first file's."""
-    layout, tif, _ = _open(file, _file_axes(file, axes), channel, one_plane=True)
+    layout, tif, _ = _open(file, axes, channel, one_plane=True)
     try:
         _same(folder, layout, file, shape, dtype)
         try:
@@ -190,7 +190,7 @@ def _read_file(folder: Path, file: Path, axes: str | None, channel: int | None, 
 
 
 def _time_point(file: Path, axes: str | None, channel: int | None):
-    layout, tif, notes = _open(file, _file_axes(file, axes), channel, one_plane=True)
+    layout, tif, notes = _open(file, axes, channel, one_plane=True)
     tif.close()
     return layout, notes
 

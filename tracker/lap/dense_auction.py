@@ -49,7 +49,15 @@ DENSE_PHASE_STOP = 0.003
 """Before an exact finish, every auction phase stops once at most this fraction of the rows (and at least
 :data:`DENSE_PHASE_STOP_MIN`) are unassigned: the end of a phase is long chains of single evictions, a
 bidding round each, which the next phase or the finish does better."""
-DENSE_PHASE_STOP_MIN = 8
+DENSE_PHASE_STOP_MIN = 32
+"""... and at least this many rows. The trade is the tail's bidding rounds (about the same cost each whatever
+``n``) against the finish's work per row left (which grows with ``n``), so the best count of rows left varies
+less with ``n`` than a fraction does. On one H100 (``benchmarks/results/lap_generous_h100.md``, "Dense auction:
+where its phases stop"; `dense_auction_sweep.py`, median of 7), at least 8 / 16 / 32 / 48 rows: int [0, n]
+4.9 / 4.1 / 3.6 / 4.8 ms at n = 1000, 11.1 / 9.2 / 7.4 / 7.2 at 4096, 19.3 / 18.7 / 17.3 / 14.7 at 8192;
+int [0, 10n] 13.2 / 11.6 / 11.7 / 12.3 at 4096, 30.1 / 29.2 / 29.1 / 33.6 at 8192; float [0, 1) 21.4 / 20.1 /
+20.3 / 19.3 at 4096, 43.2 / 44.2 / 46.2 / 52.5 at 8192 (the other classes within 0.4 ms)."""
+
 
 def _dense_problem(xp, cost):
     """A finite square float matrix as the auction's int64 problem (see :func:`_integer_map`); also whether the

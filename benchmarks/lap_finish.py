@@ -52,7 +52,7 @@ def main(argv=None) -> int:
     device = cupy.cuda.runtime.getDeviceProperties(0)["name"].decode()
     lines = [f"Device: {device}", "",
              "| nodes | f | cand/row | setting | time | objective | exact | phases | fwd rounds (grid) | "
-             "rev rounds (grid) | fwd / rev paths | global updates (rounds) |",
+             "rev rounds (grid) | fwd / rev paths | global updates (rounds; in block 0) |",
              "|---:|---:|---:|---|---:|---:|:---:|---:|---|---|---|---|"]
     phase_tables = []
     print("\n".join(lines), flush=True)
@@ -100,7 +100,8 @@ def main(argv=None) -> int:
                          f"{st.get('forward_rounds')} ({st.get('forward_grid_rounds')}) | "
                          f"{st.get('reverse_rounds')} ({st.get('reverse_grid_rounds')}) | "
                          f"{st.get('forward_paths')} / {st.get('reverse_paths')} | "
-                         f"{st.get('global_updates')} ({st.get('global_update_rounds')}) |")
+                         f"{st.get('global_updates')} ({st.get('global_update_rounds')}; "
+                         f"{st.get('global_update_block_rounds')} in block 0) |")
             print(lines[-1], flush=True)
             if args.phases and st.get("per_phase"):
                 rows = [f"Per phase, {n:,} nodes, f = {step}, {text}:", "",
@@ -108,6 +109,12 @@ def main(argv=None) -> int:
                         "of which grid | rev paths | fwd labelled | rev labelled | updates | update rounds | ms |",
                         "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
                 rows += ["| " + " | ".join(str(v) for v in ph) + " |" for ph in st["per_phase"]]
+                phase_ms = sum(ph[-1] for ph in st["per_phase"])
+                rows += ["", f"Where the time of the last run went (host timers, ms): total {times[-1] * 1e3:.1f}; "
+                         f"component split {st.get('components_split_s', 0) * 1e3:.1f}; from the split to the "
+                         f"end of the large components' solve {(st.get('components_total_s', 0) - st.get('components_split_s', 0)) * 1e3:.1f}, of which "
+                         f"the asymmetric auction's call {st.get('auction_s', 0) * 1e3:.1f}, its driver "
+                         f"{st.get('seconds', 0) * 1e3:.1f}, its phases' launches {phase_ms:.1f}"]
                 phase_tables.append("\n".join(rows))
                 print(phase_tables[-1], flush=True)
         cupy.get_default_memory_pool().free_all_blocks()

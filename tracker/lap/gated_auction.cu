@@ -66,7 +66,9 @@ typedef unsigned long long u64;
 #define C_GF 16     // 16, 17, 18: the three rotating frontier counts of a global update
 #define C_PARITY 19 // block 0's list parity and rounds, for the grid after a stretch of block rounds
 #define C_BROUNDS 20
-#define N_COUNTS 21
+#define C_GUBLK 21   // the global updates' label-correcting rounds run in block 0 (of C_GURND)
+#define C_GUROUND 22 // the update's round count, for the grid after a stretch of block rounds
+#define N_COUNTS 23
 
 struct Prob {
     int n, m;
@@ -422,10 +424,46 @@ __device__ int gauss_seidel(const Prob& p, const State& s, int* list, int* count
 //
 // cap (> 0): labels are min(dist, cap) (any cap keeps eps-CS: min(dist(v), cap) <= r+ + min(dist(k), cap));
 // labels at the cap are not propagated, so the search stays near the exits. Label-correcting rounds over a
-// frontier (warp per node, its edges by the CSC forward, the CSR reverse), grid-wide; the labels live in the
-// finisher's dist/inq/front arrays (left at rest: INF64 / -1).
+// frontier (warp per node, its edges by the CSC forward, the CSR reverse), grid-wide while the frontier is
+// large and in block 0 while it is small (`small`); the labels live in the finisher's dist/inq/front arrays
+// (left at rest: INF64 / -1).
+
+// One label-correcting round of a global update over the frontier of `round` (warps w, w + nwarps, ...):
+// every edge out of a frontier node that lowers its target's label below the cap lowers it and lists the
+// target (once) in the next frontier. `leader` resets the count that the round after next appends to.
 template <bool FWD>
-__device__ void global_update(cg::grid_group& g, const Prob& p, const State& s, i64 cap) {
+__device__ __forceinline__ void relax_frontier(const Prob& p, const State& s, i64 cap, int round, int warp,
+                                               int nwarps, int lane, bool leader) {
+    const i64* ptr = FWD ? p.cptr : p.indptr;
+    const int* other = FWD ? p.crows : p.cols;
+    const i64* edge = FWD ? p.ccost : p.cost;
+    const int cnt = *(volatile int*)&s.counts[C_GF + round % 3];
+    const int* cur = (round & 1) ? s.front1 : s.front0;
+    int* nxt = (round & 1) ? s.front0 : s.front1;
+    int* nxt_count = &s.counts[C_GF + (round + 1) % 3];
+    if (leader) s.counts[C_GF + (round + 2) % 3] = 0;  // read last round, appended to next round
+    for (int t = warp; t < cnt; t += nwarps) {
+        const int k = cur[t];
+        const i64 dk = *(volatile i64*)&s.dist[k];
+        const i64 base = FWD ? s.price[k] : -own_value(p, s, k);
+        const i64 end = ptr[k + 1];
+        for (i64 q = ptr[k] + lane; q < end; q += 32) {
+            // forward: row x of column k, its column v; reverse: column x of row k, its owner v
+            const int x = other[q];
+            const int v = FWD ? s.assigned[x] : s.owner[x];
+            if (v < 0 || v == k) continue;
+            const i64 r = FWD ? edge[q] + base - (s.acost[x] + s.price[v]) : edge[q] + s.price[x] + base;
+            const i64 nd = dk + clip0(r);
+            if (nd < cap && nd < *(volatile i64*)&s.dist[v]) {
+                const i64 old = atomicMin((long long*)&s.dist[v], (long long)nd);
+                if (nd < old && atomicExch(&s.inq[v], round) != round) nxt[atomicAdd(nxt_count, 1)] = v;
+            }
+        }
+    }
+}
+
+template <bool FWD>
+__device__ void global_update(cg::grid_group& g, const Prob& p, const State& s, i64 cap, int small) {
     const int gtid = blockIdx.x * blockDim.x + threadIdx.x, nthreads = gridDim.x * blockDim.x;
     const int lane = threadIdx.x & 31, gwarp = gtid >> 5, nwarps = nthreads >> 5;
     const int N = FWD ? p.m : p.n;
@@ -445,35 +483,34 @@ __device__ void global_update(cg::grid_group& g, const Prob& p, const State& s, 
         if (d < cap) s.front0[atomicAdd(&s.counts[C_GF], 1)] = v;
     }
     g.sync();
-    const i64* ptr = FWD ? p.cptr : p.indptr;
-    const int* other = FWD ? p.crows : p.cols;
-    const i64* edge = FWD ? p.ccost : p.cost;
+    // Rounds over the frontier: grid-wide (a grid barrier each) while it has more than `small` nodes, in
+    // block 0 alone (block barriers, about a tenth of the cost) while it has at most 2 * small.
     int round = 0;
     while (true) {
         const int cnt = *(volatile int*)&s.counts[C_GF + round % 3];
         if (cnt == 0) break;
-        const int* cur = (round & 1) ? s.front1 : s.front0;
-        int* nxt = (round & 1) ? s.front0 : s.front1;
-        int* nxt_count = &s.counts[C_GF + (round + 1) % 3];
-        if (gtid == 0) s.counts[C_GF + (round + 2) % 3] = 0;  // read last round, appended to next round
-        for (int t = gwarp; t < cnt; t += nwarps) {
-            const int k = cur[t];
-            const i64 dk = *(volatile i64*)&s.dist[k];
-            const i64 base = FWD ? s.price[k] : -own_value(p, s, k);
-            const i64 end = ptr[k + 1];
-            for (i64 q = ptr[k] + lane; q < end; q += 32) {
-                // forward: row x of column k, its column v; reverse: column x of row k, its owner v
-                const int x = other[q];
-                const int v = FWD ? s.assigned[x] : s.owner[x];
-                if (v < 0 || v == k) continue;
-                const i64 r = FWD ? edge[q] + base - (s.acost[x] + s.price[v]) : edge[q] + s.price[x] + base;
-                const i64 nd = dk + clip0(r);
-                if (nd < cap && nd < *(volatile i64*)&s.dist[v]) {
-                    const i64 old = atomicMin((long long*)&s.dist[v], (long long)nd);
-                    if (nd < old && atomicExch(&s.inq[v], round) != round) nxt[atomicAdd(nxt_count, 1)] = v;
+        if (cnt <= small) {
+            if (blockIdx.x == 0) {
+                const int warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
+                int r = round;
+                while (true) {
+                    const int c = *(volatile int*)&s.counts[C_GF + r % 3];
+                    if (c == 0 || c > 2 * small) break;
+                    relax_frontier<FWD>(p, s, cap, r, warp, nw, lane, threadIdx.x == 0);
+                    __syncthreads();
+                    ++r;
+                }
+                if (threadIdx.x == 0) {
+                    s.counts[C_GUBLK] += r - round;
+                    s.counts[C_GUROUND] = r;
                 }
             }
+            g.sync();
+            round = *(volatile int*)&s.counts[C_GUROUND];
+            g.sync();  // every block has read it before block 0 may write it again
+            continue;
         }
+        relax_frontier<FWD>(p, s, cap, round, gwarp, nwarps, lane, gtid == 0);
         g.sync();
         ++round;
     }
@@ -537,11 +574,12 @@ __device__ void block_rounds(const Prob& p, const State& s, i64 eps, int gs_rows
 
 // Rounds of one stage (forward: rows; reverse: columns) on the lists by parity: grid-wide while more than
 // `small` entries are listed, then block 0 alone. With gu_rounds > 0 (and tail): a global price update
-// (global_update) each time the grid hands over to block 0, and again after every gu_rounds block rounds.
-// counts[stat] accumulates the rounds.
+// (global_update) each time the grid hands over to block 0, and again after every gu_rounds block rounds;
+// with gu_grid > 0, also after every gu_grid grid rounds. counts[stat] accumulates the rounds.
 template <bool FORWARD>
 __device__ void stage(cg::grid_group& g, const Prob& p, const State& s, i64 eps, int small, int gs_rows,
-                      int finish, int tail, int max_rounds, int gu_rounds, i64 gu_cap, int stat) {
+                      int finish, int tail, int max_rounds, int gu_rounds, i64 gu_cap, int gu_small, int gu_grid,
+                      int stat) {
     const int gtid = blockIdx.x * blockDim.x + threadIdx.x, nthreads = gridDim.x * blockDim.x;
     const int lane = threadIdx.x & 31, gwarp = gtid >> 5, nwarps = nthreads >> 5;
     int parity = 0, rounds = 0, grid_rounds = 0;
@@ -562,11 +600,15 @@ __device__ void stage(cg::grid_group& g, const Prob& p, const State& s, i64 eps,
             parity ^= 1;
             ++rounds;
             ++grid_rounds;
+            // with many bidders for many rounds (the price wars of large instances), updates in the grid too
+            if (gu_grid > 0 && tail && grid_rounds % gu_grid == 0 && *(volatile int*)&s.counts[parity] > 0) {
+                global_update<FORWARD>(g, p, s, gu_cap, gu_small);
+            }
         }
         if (gu_rounds <= 0 || !tail) break;
         const int count = *(volatile int*)&s.counts[parity];
         if (count == 0 || rounds >= max_rounds || *(volatile int*)&s.counts[C_ERROR]) break;
-        global_update<FORWARD>(g, p, s, gu_cap);
+        global_update<FORWARD>(g, p, s, gu_cap, gu_small);
         if (blockIdx.x == 0) {
             const int limit = rounds + gu_rounds < max_rounds ? rounds + gu_rounds : max_rounds;
             if (threadIdx.x == 0) s.counts[C_BROUNDS] = rounds;
@@ -606,7 +648,7 @@ __device__ void stage(cg::grid_group& g, const Prob& p, const State& s, i64 eps,
 // in block 0, with shortest augmenting paths for its last `finish` bidders.
 extern "C" __global__ void __launch_bounds__(MAX_THREADS, 1)
     ga_phase(PROB_ARGS, i64* ws64, int* ws32, i64 eps, int first, int small, int gs_rows, int finish,
-             int tail, int max_rounds, int gu_rounds, i64 gu_cap, int gu_reverse) {
+             int tail, int max_rounds, int gu_rounds, i64 gu_cap, int gu_reverse, int gu_small, int gu_grid) {
     MAKE_PROB;
     cg::grid_group g = cg::this_grid();
     const State s = carve(ws64, ws32, n_, m_);
@@ -637,7 +679,8 @@ extern "C" __global__ void __launch_bounds__(MAX_THREADS, 1)
         }
     }
     g.sync();
-    stage<true>(g, p, s, eps, small, gs_rows, finish, tail, max_rounds, gu_rounds, gu_cap, C_FWD);
+    stage<true>(g, p, s, eps, small, gs_rows, finish, tail, max_rounds, gu_rounds, gu_cap, gu_small, gu_grid,
+                C_FWD);
     g.sync();
     if (first || s.counts[C_ERROR]) return;
     // stale columns: unmatched ones at a price above 0 (freed by this phase's init, or left by an earlier
@@ -650,5 +693,5 @@ extern "C" __global__ void __launch_bounds__(MAX_THREADS, 1)
     }
     g.sync();
     stage<false>(g, p, s, eps, small, gs_rows, finish, tail, max_rounds, gu_reverse ? gu_rounds : 0, gu_cap,
-                 C_REV);
+                 gu_small, gu_reverse ? gu_grid : 0, C_REV);
 }

@@ -60,8 +60,12 @@ ALPHA = 16
 """Epsilon-scaling factor between phases (sweep of the simulation above: 8-64 within 20 % at sigma = 0.3 NN)."""
 FIRST_EPS = 0.03
 """First epsilon of the scaled phases, relative to the range of the edge costs."""
-FIRST_TRY_ROUNDS = 300
-"""Rounds of the first try (one phase at eps = 1 from zero prices) before epsilon-scaling takes over."""
+FIRST_TRY_ROUNDS = 60
+"""Rounds of the first try (one phase at eps = 1 from zero prices) before epsilon-scaling takes over. Easy
+instances end there (the 1M-node full matching at f = 0.1 in 22 rounds); on generous gates it is a price war
+whose rounds the scaled phases redo. H100, with :data:`GU_CAP` = 64 (``lap_generous_h100.md``, "Session of
+2026-11-25"), 300 / 60 / 0 rounds: 36.9 / 32.5 / 32.3 ms at 100k nodes, f = 0.3; 210 / 198 / 187 ms at f = 0.5;
+3080 / 2881 / 2839 ms at 1M, f = 0.5."""
 THREADS = 1024
 """Threads per block of the phase kernel: 1024 (one block per multiprocessor) or 256 (four). Measured on the
 H100 (``benchmarks/results/lap_generous_h100.md``, tuning table, with :data:`SMALL`): 1024 / 256 took 43.5-45.6
@@ -96,10 +100,18 @@ these settings at 1M nodes (once per stage with the cap: 6.57 s against 7.10 s a
 GU_REVERSE = True
 """... in the reverse stages too (the mirror image). Forward only, the reverse stages fought the raised prices
 back down: 100k nodes, f = 0.5, 1.5-3.0M reverse rounds and 3.4-12.9 s (same file)."""
-GU_CAP = 16
+GU_CAP = 64
 """... each label (a price's change) at most this many times the phase's eps (0: no cap; any cap keeps eps-CS,
 and labels at the cap are not propagated: the searches stay near the exits). 16 against none, every 256
-rounds: 244 vs 305 ms at 100k, f = 0.5; 38.4 vs 40.3 ms at f = 0.3; 44.7 vs 35.8 ms at 10k, f = 0.5."""
+rounds: 244 vs 305 ms at 100k, f = 0.5; 38.4 vs 40.3 ms at f = 0.3; 44.7 vs 35.8 ms at 10k, f = 0.5. 64 against
+16 (H100, same file, "Session of 2026-11-25"): 36.5 vs 47.9 ms at 10k, f = 0.5; 36.9 vs 37.4 ms at 100k, f = 0.3;
+210 vs 272 ms at f = 0.5; 135 vs 139 ms at 1M, f = 0.3; 3080 vs 3271 ms at f = 0.5."""
+GU_SMALL = 64
+"""A global update's label-correcting rounds run in block 0 (block barriers) while its frontier has at most
+2 x this many nodes (entering at this many), grid-wide (a grid barrier each) above. 0: always grid-wide."""
+GU_GRID_ROUNDS = 0
+"""... and after every this many grid-wide rounds (0: never): the stages of large instances spend most of
+their rounds grid-wide, with more than :data:`SMALL` bidders, where :data:`GU_ROUNDS` never fires."""
 MAX_ROUNDS = 1 << 30
 """Cap on the rounds of one stage of one phase (an error, never reached on feasible problems)."""
 
@@ -108,7 +120,8 @@ PRIVATE = -2
 
 _C_ERROR, _C_FWD, _C_REV, _C_RELEASED, _C_STALE = 3, 4, 5, 6, 7
 _C_FPATH, _C_RPATH, _C_FGRID, _C_RGRID, _C_FLAB, _C_RLAB, _C_GUPD, _C_GURND = 8, 9, 10, 11, 12, 13, 14, 15
-_N_COUNTS = 21
+_C_GUBLK = 21
+_N_COUNTS = 23
 
 LAST_STATS: dict = {}
 """Counters of the last solve: phases, forward / reverse rounds, released rows, stale columns, seconds."""
@@ -164,7 +177,8 @@ def solve(n: int, m: int, rows, cols, cost, priv, *, edge_range: int, emulate: b
     ws = _Workspace(xp, n, m)
     stats = {"phases": 0, "forward_rounds": 0, "reverse_rounds": 0, "released": 0, "stale": 0,
              "forward_paths": 0, "reverse_paths": 0, "forward_grid_rounds": 0, "reverse_grid_rounds": 0,
-             "global_updates": 0, "global_update_rounds": 0, "first_try": "capped", "per_phase": []}
+             "global_updates": 0, "global_update_rounds": 0, "global_update_block_rounds": 0,
+             "first_try": "capped", "per_phase": []}
     plan = [(1, True, FIRST_TRY_ROUNDS)]
     for k, (eps, first, cap) in enumerate(plan):
         last = k == len(plan) - 1 and k > 0
@@ -184,6 +198,7 @@ def solve(n: int, m: int, rows, cols, cost, priv, *, edge_range: int, emulate: b
         stats["reverse_grid_rounds"] += int(counts[_C_RGRID])
         stats["global_updates"] += int(counts[_C_GUPD])
         stats["global_update_rounds"] += int(counts[_C_GURND])
+        stats["global_update_block_rounds"] += int(counts[_C_GUBLK])
         stats["per_phase"].append((eps, *(int(counts[c]) for c in (_C_RELEASED, _C_FWD, _C_FGRID, _C_FPATH,
                                                                    _C_STALE, _C_REV, _C_RGRID, _C_RPATH,
                                                                    _C_FLAB, _C_RLAB, _C_GUPD, _C_GURND)),
@@ -279,7 +294,8 @@ class _Cuda:
         self.function((self.blocks(THREADS),), (THREADS,),
                       (*prob.args, ws.ws64, ws.ws32, np.int64(eps), np.int32(bool(first)), np.int32(SMALL),
                        np.int32(GS_ROWS), np.int32(finish), np.int32(bool(tail)), np.int32(min(cap, MAX_ROUNDS)),
-                       np.int32(gu_rounds), np.int64(min(gu_cap, INF64)), np.int32(bool(GU_REVERSE))))
+                       np.int32(gu_rounds), np.int64(min(gu_cap, INF64)), np.int32(bool(GU_REVERSE)),
+                       np.int32(GU_SMALL), np.int32(GU_GRID_ROUNDS)))
         return ws.counts.get()
 
 

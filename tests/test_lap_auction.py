@@ -162,10 +162,23 @@ def test_emulated_global_price_updates_match_scipy(step, gu_rounds, gu_cap, reve
     assert (gated_auction.LAST_STATS["global_updates"] > 0) == (gu_rounds > 0)
 
 
+@pytest.mark.parametrize("gu_grid, gu_rounds", [(1, 0), (4, 0), (2, 8)])
+@pytest.mark.parametrize("step", [0.5, 0.7])
+@pytest.mark.parametrize("integer", [False, True])
+def test_emulated_grid_round_updates_match_scipy(step, gu_grid, gu_rounds, integer, monkeypatch):
+    # the updates during the grid rounds (GU_GRID_ROUNDS; SMALL lowered so that the stages run grid rounds)
+    monkeypatch.setattr(gated_auction, "GU_GRID_ROUNDS", gu_grid)
+    monkeypatch.setattr(gated_auction, "GU_ROUNDS", gu_rounds)
+    monkeypatch.setattr(gated_auction, "SMALL", 4)
+    monkeypatch.setattr(gated_auction, "FIRST_TRY_ROUNDS", 0)
+    assert_emulated_generous_gate_exact(300, step, int(step * 10) + 7 * integer + gu_grid, integer)
+    assert gated_auction.LAST_STATS["global_updates"] > 0
+
+
 @settings(max_examples=150, deadline=None)
 @given(sparse_graphs(max_size=8), st.booleans(), st.sampled_from([1, 3]), st.sampled_from([0, 1, 16]),
-       st.booleans())
-def test_emulated_global_updates_on_random_gated_problems(graph, integer, gu_rounds, gu_cap, reverse):
+       st.booleans(), st.sampled_from([0, 1, 2]))
+def test_emulated_global_updates_on_random_gated_problems(graph, integer, gu_rounds, gu_cap, reverse, gu_grid):
     # forbidden entries (missing edges), rectangular shapes, integer and float costs, per-row no-link costs
     mask, weights = graph
     rows, cols = np.nonzero(mask)
@@ -177,10 +190,10 @@ def test_emulated_global_updates_on_random_gated_problems(graph, integer, gu_rou
     row_un, col_un = rng.random(n) * 8, rng.random(m) * 8
     if integer:
         cost, row_un, col_un = np.round(cost), np.round(row_un), np.round(col_un)
-    names = ("GU_ROUNDS", "GU_CAP", "GU_REVERSE", "FIRST_TRY_ROUNDS", "SMALL")
+    names = ("GU_ROUNDS", "GU_CAP", "GU_REVERSE", "FIRST_TRY_ROUNDS", "SMALL", "GU_GRID_ROUNDS")
     saved = [getattr(gated_auction, name) for name in names]
     try:
-        for name, value in zip(names, (gu_rounds, gu_cap, reverse, 0, 4)):
+        for name, value in zip(names, (gu_rounds, gu_cap, reverse, 0, 2, gu_grid)):
             setattr(gated_auction, name, value)
         got_r, got_c = auction.solve_gated(n, m, rows, cols, cost, row_un, col_un, emulate=True)
     finally:
@@ -521,6 +534,20 @@ def test_gated_global_update_settings(gu_rounds, gu_cap, small, reverse, step, i
     assert_generous_gate_exact(step, int(step * 10) + integer, integer)
     if step == 0.5 and small > 0:  # (with SMALL = 0 the grid rounds run to the end: no tail, no update)
         assert gated_auction.LAST_STATS["global_updates"] > 0
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("gu_grid, gu_small, small", [(1, 0, 256), (4, 64, 64), (256, 1024, 256), (0, 64, 256),
+                                                      (16, 8, 1024)])
+@pytest.mark.parametrize("step", [0.3, 0.5])
+@pytest.mark.parametrize("integer", [False, True])
+def test_gated_grid_updates_and_block_frontiers(gu_grid, gu_small, small, step, integer, monkeypatch):
+    # the updates in the grid rounds (GU_GRID_ROUNDS) and the updates' small frontiers in block 0 (GU_SMALL)
+    monkeypatch.setattr(gated_auction, "GU_GRID_ROUNDS", gu_grid)
+    monkeypatch.setattr(gated_auction, "GU_SMALL", gu_small)
+    monkeypatch.setattr(gated_auction, "SMALL", small)
+    assert_generous_gate_exact(step, int(step * 10) + integer + gu_grid, integer)
+    assert gated_auction.LAST_STATS["global_updates"] > 0
 
 
 @pytest.mark.gpu

@@ -109,9 +109,12 @@ rounds: 244 vs 305 ms at 100k, f = 0.5; 38.4 vs 40.3 ms at f = 0.3; 44.7 vs 35.8
 GU_SMALL = 64
 """A global update's label-correcting rounds run in block 0 (block barriers) while its frontier has at most
 2 x this many nodes (entering at this many), grid-wide (a grid barrier each) above. 0: always grid-wide."""
-GU_GRID_ROUNDS = 0
+GU_GRID_ROUNDS = 256
 """... and after every this many grid-wide rounds (0: never): the stages of large instances spend most of
-their rounds grid-wide, with more than :data:`SMALL` bidders, where :data:`GU_ROUNDS` never fires."""
+their rounds grid-wide, with more than :data:`SMALL` bidders, where :data:`GU_ROUNDS` never fires. H100
+(``lap_generous_h100.md``, "Session of 2026-11-25"), never / 256 / 1024 / 4096: 1M nodes, f = 0.5: 2730 /
+1530 / 1665 / 1881 ms (86,746 / 3,610 / 10,495 / 25,046 forward grid rounds); f = 0.3: 133 / 112 / 165 / 132 ms;
+100k nodes: 206 / 193 / 212 / 201 ms at f = 0.5, 35.9 / 32.7 / 35.4 / 35.1 ms at f = 0.3."""
 MAX_ROUNDS = 1 << 30
 """Cap on the rounds of one stage of one phase (an error, never reached on feasible problems)."""
 
@@ -185,7 +188,7 @@ def solve(n: int, m: int, rows, cols, cost, priv, *, edge_range: int, emulate: b
         t_phase = time.perf_counter()
         counts = kern.phase(problem, ws, eps, first, cap, tail=first or last or not EARLY_STOP,
                             finish=0 if first else FINISH_ROWS, gu_rounds=GU_ROUNDS,
-                            gu_cap=GU_CAP * eps if GU_CAP > 0 else INF64)
+                            gu_cap=GU_CAP * eps if GU_CAP > 0 else INF64, gu_grid=GU_GRID_ROUNDS)
         t_phase = time.perf_counter() - t_phase
         stats["phases"] += 1
         stats["forward_rounds"] += int(counts[_C_FWD])
@@ -289,13 +292,13 @@ class _Cuda:
         return self._blocks[threads]
 
     def phase(self, prob: _Problem, ws: _Workspace, eps: int, first: bool, cap: int, tail: bool, finish: int,
-              gu_rounds: int, gu_cap: int):
+              gu_rounds: int, gu_cap: int, gu_grid: int):
         ws.counts[:] = 0
         self.function((self.blocks(THREADS),), (THREADS,),
                       (*prob.args, ws.ws64, ws.ws32, np.int64(eps), np.int32(bool(first)), np.int32(SMALL),
                        np.int32(GS_ROWS), np.int32(finish), np.int32(bool(tail)), np.int32(min(cap, MAX_ROUNDS)),
                        np.int32(gu_rounds), np.int64(min(gu_cap, INF64)), np.int32(bool(GU_REVERSE)),
-                       np.int32(GU_SMALL), np.int32(GU_GRID_ROUNDS)))
+                       np.int32(GU_SMALL), np.int32(gu_grid)))
         return ws.counts.get()
 
 
@@ -305,15 +308,16 @@ def _cuda() -> _Cuda:
 
 
 def _settle(pending: list, one_round, one_path, cap: int, tail: bool, finish: int, update=None,
-            gu_rounds: int = 0) -> tuple[list, int, int, int]:
+            gu_rounds: int = 0, gu_grid: int = 0) -> tuple[list, int, int, int]:
     """Bidding rounds over ``pending`` (free rows forward, stale columns in reverse) until none is left, ``cap``
     rounds are spent, or (without ``tail``) at most :data:`SMALL` are left; the last ``finish`` by shortest paths.
     With ``update`` and ``gu_rounds`` (and ``tail``): ``update()`` once at most :data:`SMALL` are left, and again
-    after every ``gu_rounds`` rounds (the kernel's global price updates).
+    after every ``gu_rounds`` rounds (the kernel's global price updates), and after every ``gu_grid`` rounds
+    with more than :data:`SMALL` bidders (the kernel's grid rounds).
 
     Returns what is still pending, the rounds run, the number settled by paths and the updates run.
     """
-    rounds, updates, since = 0, 0, None
+    rounds, updates, since, grid = 0, 0, None, 0
     while pending and rounds < cap and (tail or len(pending) > SMALL):
         if update is not None and gu_rounds > 0 and tail and len(pending) <= SMALL and (
                 since is None or since >= gu_rounds):
@@ -324,9 +328,15 @@ def _settle(pending: list, one_round, one_path, cap: int, tail: bool, finish: in
             for k in pending:
                 one_path(k)
             return [], rounds, len(pending), updates
+        in_grid = len(pending) > SMALL
         pending = one_round(pending)
         rounds += 1
         since = None if since is None else since + 1
+        if in_grid:
+            grid += 1
+            if update is not None and gu_grid > 0 and tail and grid % gu_grid == 0 and pending:
+                update()
+                updates += 1
     return pending, rounds, 0, updates
 
 
@@ -338,7 +348,7 @@ class _Emulated:
     xp = np
 
     def phase(self, prob: _Problem, ws: _Workspace, eps: int, first: bool, cap: int, tail: bool, finish: int,
-              gu_rounds: int = 0, gu_cap: int = INF64):
+              gu_rounds: int = 0, gu_cap: int = INF64, gu_grid: int = 0):
         n = prob.n
         counts = np.zeros(_N_COUNTS, dtype=np.int64)
         price, assigned, owner = ws.price, ws.assigned, ws.owner
@@ -359,7 +369,7 @@ class _Emulated:
         listed, counts[_C_FWD], counts[_C_FPATH], counts[_C_GUPD] = _settle(
             listed, lambda left: self._forward_round(prob, ws, left, eps),
             lambda i: gated_finish.forward(prob, ws, i), cap, tail, finish,
-            lambda: global_update(prob, ws, gu_cap), gu_rounds)
+            lambda: global_update(prob, ws, gu_cap), gu_rounds, gu_grid)
         if listed and tail:
             counts[_C_ERROR] = 2
         if first or counts[_C_ERROR]:
@@ -369,7 +379,8 @@ class _Emulated:
         stale, counts[_C_REV], counts[_C_RPATH], reverse_updates = _settle(
             stale, lambda left: self._reverse_round(prob, ws, left, eps),
             lambda j: gated_finish.reverse(prob, ws, j), cap, tail, finish,
-            lambda: global_update(prob, ws, gu_cap, forward=False), gu_rounds if GU_REVERSE else 0)
+            lambda: global_update(prob, ws, gu_cap, forward=False), gu_rounds if GU_REVERSE else 0,
+            gu_grid if GU_REVERSE else 0)
         counts[_C_GUPD] += reverse_updates
         if stale and tail:
             counts[_C_ERROR] = 2

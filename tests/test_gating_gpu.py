@@ -89,7 +89,8 @@ _COLD = textwrap.dedent("""
     compile_ = compiler._NVRTCProgram.compile
     def counted(self, *args, **kwargs):
         import traceback
-        callers.append([f"{f.filename}:{f.lineno}" for f in traceback.extract_stack() if "/tracker/" in f.filename][-1:])
+        stack = traceback.extract_stack()
+        callers.append([f"{f.filename}:{f.lineno}" for f in stack if "/tracker/" in f.filename][-1:])
         return compile_(self, *args, **kwargs)
     compiler._NVRTCProgram.compile = counted
     from tracker import costs

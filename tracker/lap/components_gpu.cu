@@ -1,19 +1,27 @@
 // Connected components of a gated bipartite graph and an exact batched solve of its small
-// components (driver: components_gpu.py).
+// components (driver: components_gpu.py). Every step on the device is a kernel of this module (shipped
+// compiled, so that a fresh machine compiles nothing); CuPy only allocates, copies and sorts plain int64
+// keys with its precompiled (Thrust) sort.
 //
 // Nodes: rows 0 .. n_rows-1, columns n_rows .. n_rows+n_cols-1; edges (rows[e], cols[e]).
 //
-// Step 1 (cc_hook): pruning and union-find over the edges in one launch (ECL-CC style, Jaynes et al.
-//   2018): an edge with cost >= row_unassigned + col_unassigned is never needed for an optimum and is
-//   dropped (class 3); every other edge finds the roots of its ends with intermediate pointer jumping and hooks the larger
-//   root under the smaller one with atomicCAS (retrying on contention). Parents only ever
-//   decrease, so the root of a tree is the smallest node of its component. Also node degrees.
+// Step 1 (cc_init, cc_hook): every node its own parent; then pruning and union-find over the edges in
+//   one launch (ECL-CC style, Jaynes et al. 2018): an edge with cost >= row_unassigned + col_unassigned
+//   is never needed for an optimum and is dropped (class 3); every other edge finds the roots of its
+//   ends with intermediate pointer jumping and hooks the larger root under the smaller one with
+//   atomicCAS (retrying on contention). Parents only ever decrease, so the root of a tree is the
+//   smallest node of its component. Also node degrees.
 // Step 2 (cc_finalize): every node points straight at its root (the component label) and counts
 //   itself (if it has an edge) as a row / column of its component; rows add their degree to the
 //   component's edge count.
-// Step 3 (cc_classify): sort key class * n_nodes + component of every edge; class 0 = its component
-//   has one edge (taken directly), 1 = at most max_side rows and columns (the warp solver),
-//   2 = larger (the sparse auction), 3 = pruned in step 1.
+// Step 3 (cc_classify): sort key (class * n_nodes + component) * n_edges + e of every edge; class 0 =
+//   its component has one edge (taken directly), 1 = at most max_side rows and columns (the warp
+//   solver), 2 = larger (the sparse auction), 3 = pruned in step 1. The keys are distinct, so sorting
+//   them (the driver, CuPy's sort) groups the edges by class, then component, keeping the edges' order
+//   within a component: a stable sort by (class, component).
+// Step 3b (group_edges): from the sorted keys, every position's edge (perm) and the first position of
+//   classes 1, 2 and 3; (component_starts) the first position of every small component, appended with
+//   warp-aggregated atomics (the driver sorts them).
 // Step 4 (solve_small_components): one warp per small component, exact shortest augmenting path
 //   (Jonker-Volgenant / the algorithm of scipy's linear_sum_assignment) on the reduced problem
 //   r x (c + r): column j < c is real with weight cost - col_unassigned[j] (+inf without edge),
@@ -21,6 +29,10 @@
 //   row i (potential u, matched column), lane j % 32 owns columns j and j + 32 (potential v,
 //   shortest path cost, predecessor, visited flag, matched row). Every row is matched, so every
 //   augmenting path ends; the objective differs from the gated one by sum(col_unassigned).
+// Step 5 (link_edges, gather_edges, linked_rows, pair_rows): the chosen edges of every class as
+//   link_of_row[row] = col + 1 (0: no link); the large components' edges gathered for the caller's
+//   solver; at the end the linked rows appended (then sorted by the driver) and paired with their
+//   columns: the links sorted by row.
 
 #define WARP_MAX 32           // rows and columns of a component for the warp solver
 #define WARPS_PER_BLOCK 4
@@ -43,6 +55,13 @@ __device__ __forceinline__ int cc_root(int* parent, int v)
     return cur;
 }
 
+// Every node its own parent (a forest of single nodes).
+extern "C" __global__ void cc_init(const int n_nodes, int* __restrict__ parent)
+{
+    for (int v = blockIdx.x * blockDim.x + threadIdx.x; v < n_nodes; v += gridDim.x * blockDim.x) parent[v] = v;
+}
+
+// Pruning (pruned[e] = 1), node degrees and the union of every kept edge's ends.
 extern "C" __global__ void cc_hook(const long long n_edges, const int n_rows, const long long* __restrict__ rows,
                                    const long long* __restrict__ cols, const double* __restrict__ cost,
                                    const double* __restrict__ row_unassigned,
@@ -77,6 +96,7 @@ extern "C" __global__ void cc_hook(const long long n_edges, const int n_rows, co
 
 // ---------------------------------------------------------------- step 2 --
 
+// Every node's parent set to its root; rows, columns and edges counted per component.
 extern "C" __global__ void cc_finalize(const int n_nodes, const int n_rows, int* parent, const int* __restrict__ degree,
                                        int* __restrict__ n_comp_rows, int* __restrict__ n_comp_cols,
                                        int* __restrict__ n_comp_edges)
@@ -99,6 +119,7 @@ extern "C" __global__ void cc_finalize(const int n_nodes, const int n_rows, int*
 
 // ---------------------------------------------------------------- step 3 --
 
+// The sort key of every edge (see step 3 above).
 extern "C" __global__ void cc_classify(const long long n_edges, const int n_nodes, const long long* __restrict__ rows,
                                        const signed char* __restrict__ pruned, const int* __restrict__ parent,
                                        const int* __restrict__ n_comp_rows, const int* __restrict__ n_comp_cols,
@@ -107,13 +128,66 @@ extern "C" __global__ void cc_classify(const long long n_edges, const int n_node
 {
     for (long long e = blockIdx.x * (long long)blockDim.x + threadIdx.x; e < n_edges;
          e += (long long)gridDim.x * blockDim.x) {
-        if (pruned[e]) { key[e] = 3LL * n_nodes; continue; }
-        int root = parent[(int)rows[e]];
-        long long k;
-        if (n_comp_edges[root] == 1) k = 0;
-        else if (n_comp_rows[root] <= max_side && n_comp_cols[root] <= max_side) k = 1;
-        else k = 2;
-        key[e] = k * n_nodes + root;
+        long long group;  // class * n_nodes + component
+        if (pruned[e]) {
+            group = 3LL * n_nodes;
+        } else {
+            const int root = parent[(int)rows[e]];
+            long long k;
+            if (n_comp_edges[root] == 1) k = 0;
+            else if (n_comp_rows[root] <= max_side && n_comp_cols[root] <= max_side) k = 1;
+            else k = 2;
+            group = k * n_nodes + root;
+        }
+        key[e] = group * n_edges + e;
+    }
+}
+
+// --------------------------------------------------------------- step 3b --
+
+// Appends `value` to out[] (counter *count) for every lane with take == true, one atomic per warp; every
+// lane of the warp calls it (warp-uniform loops).
+__device__ __forceinline__ void warp_append(bool take, long long value, long long* __restrict__ out,
+                                            unsigned long long* __restrict__ count)
+{
+    const unsigned takers = __ballot_sync(FULL, take);
+    if (takers == 0) return;
+    const int lane = threadIdx.x & 31;
+    const int leader = __ffs(takers) - 1;
+    unsigned long long base = 0;
+    if (lane == leader) base = atomicAdd(count, (unsigned long long)__popc(takers));
+    base = __shfl_sync(FULL, base, leader);
+    if (take) out[base + __popc(takers & ((1u << lane) - 1))] = value;
+}
+
+// From the sorted keys: perm[p] = the edge at position p, and class_start[c - 1] = the first position
+// of class c or later (c = 1, 2, 3). Positions p = 0 .. n_edges (the last one stands for a class 4 after
+// every edge), each writing the class starts that fall between its predecessor's class and its own.
+extern "C" __global__ void group_edges(const long long n_edges, const int n_nodes,
+                                       const long long* __restrict__ sorted_key, long long* __restrict__ perm,
+                                       long long* __restrict__ class_start)
+{
+    for (long long p = blockIdx.x * (long long)blockDim.x + threadIdx.x; p <= n_edges;
+         p += (long long)gridDim.x * blockDim.x) {
+        const long long cls = p < n_edges ? sorted_key[p] / n_edges / n_nodes : 4;
+        const long long before = p > 0 ? sorted_key[p - 1] / n_edges / n_nodes : 0;
+        if (p < n_edges) perm[p] = sorted_key[p] % n_edges;
+        for (long long c = before + 1; c <= min(cls, 3LL); ++c) class_start[c - 1] = p;
+    }
+}
+
+// The start of every small component, relative to the small class's first position `begin`, and the
+// end `end - begin` (positions begin .. end of the sorted keys), appended to starts[] in any order.
+extern "C" __global__ void component_starts(const long long n_edges, const long long begin, const long long end,
+                                            const long long* __restrict__ sorted_key, long long* __restrict__ starts,
+                                            unsigned long long* __restrict__ count)
+{
+    const long long stride = (long long)gridDim.x * blockDim.x;
+    for (long long base = begin + blockIdx.x * (long long)blockDim.x; base <= end; base += stride) {  // warp-uniform
+        const long long p = base + threadIdx.x;
+        const bool start = p <= end && (p == begin || p == end
+                                        || sorted_key[p] / n_edges != sorted_key[p - 1] / n_edges);
+        warp_append(start, p - begin, starts, count);
     }
 }
 
@@ -280,4 +354,52 @@ solve_small_components(const int n_components, const long long* __restrict__ sta
         if (lane < nr && col4row >= 0 && col4row < nc) chosen[start + E[lane][col4row]] = 1;
         __syncwarp();
     }
+}
+
+// ---------------------------------------------------------------- step 5 --
+
+// Links of n edges: edge e = index ? index[k] : k, taken if flags is null or flags[k] != 0;
+// link_of_row[rows[e]] = cols[e] + 1. (A row is linked by at most one edge.)
+extern "C" __global__ void link_edges(const long long n, const long long* __restrict__ index,
+                                      const signed char* __restrict__ flags, const long long* __restrict__ rows,
+                                      const long long* __restrict__ cols, long long* __restrict__ link_of_row)
+{
+    for (long long k = blockIdx.x * (long long)blockDim.x + threadIdx.x; k < n; k += (long long)gridDim.x * blockDim.x) {
+        if (flags != nullptr && flags[k] == 0) continue;
+        const long long e = index != nullptr ? index[k] : k;
+        link_of_row[rows[e]] = cols[e] + 1;
+    }
+}
+
+// The edges index[0 .. n) of (rows, cols, cost), gathered for the large components' solver.
+extern "C" __global__ void gather_edges(const long long n, const long long* __restrict__ index,
+                                        const long long* __restrict__ rows, const long long* __restrict__ cols,
+                                        const double* __restrict__ cost, long long* __restrict__ out_rows,
+                                        long long* __restrict__ out_cols, double* __restrict__ out_cost)
+{
+    for (long long k = blockIdx.x * (long long)blockDim.x + threadIdx.x; k < n; k += (long long)gridDim.x * blockDim.x) {
+        const long long e = index[k];
+        out_rows[k] = rows[e];
+        out_cols[k] = cols[e];
+        out_cost[k] = cost[e];
+    }
+}
+
+// The rows with a link, appended to out[] in any order (the driver sorts them).
+extern "C" __global__ void linked_rows(const int n_rows, const long long* __restrict__ link_of_row,
+                                       long long* __restrict__ out, unsigned long long* __restrict__ count)
+{
+    const int stride = gridDim.x * blockDim.x;
+    for (int base = blockIdx.x * blockDim.x; base < n_rows; base += stride) {  // warp-uniform
+        const int r = base + threadIdx.x;
+        warp_append(r < n_rows && link_of_row[r] > 0, r, out, count);
+    }
+}
+
+// cols_out[k] = the column linked to row rows_in[k].
+extern "C" __global__ void pair_rows(const long long n, const long long* __restrict__ rows_in,
+                                     const long long* __restrict__ link_of_row, long long* __restrict__ cols_out)
+{
+    for (long long k = blockIdx.x * (long long)blockDim.x + threadIdx.x; k < n; k += (long long)gridDim.x * blockDim.x)
+        cols_out[k] = link_of_row[rows_in[k]] - 1;
 }

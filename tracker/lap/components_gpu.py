@@ -9,19 +9,28 @@ Kernels in ``components_gpu.cu``:
    edges (``cc_hook``, hooking with atomicCAS, the root of a component is its
    smallest node), one launch pointing every node at its root and counting rows,
    columns and edges per component (``cc_finalize``), one launch writing every
-   edge's sort key ``class * n_nodes + component`` (``cc_classify``);
+   edge's sort key ``(class * n_nodes + component) * n_edges + edge``
+   (``cc_classify``); one sort of those keys groups the edges by class, then by
+   component, in their order within a component (``group_edges``,
+   ``component_starts``);
 3. components of one edge: the edge is taken (after step 1 it beats "no link");
    components of at most :data:`WARP_MAX` rows and columns (at most 32): ONE
    launch, one warp per component, an exact shortest-augmenting-path solver
    (Jonker-Volgenant, the algorithm of ``scipy.optimize.linear_sum_assignment``)
    on the component's reduced problem in shared memory
-   (``solve_small_components``); edges are grouped by component with one sort;
+   (``solve_small_components``);
 4. the remaining edges (large components) go to the caller's solver (the
-   sparse auction), which re-indexes rows and columns compactly.
+   sparse auction), which re-indexes rows and columns compactly;
+5. the links of all three as one column per row, read back in row order
+   (``link_edges``, ``linked_rows``, ``pair_rows``).
 
 Everything stays on the GPU; only the chosen ``(row, col)`` edges are returned
-(CuPy arrays). ``emulate=True`` runs the same driver with NumPy versions of
-the kernels (tests on machines without a GPU).
+(CuPy arrays). CuPy is left allocations, copies and its precompiled sort of
+int64 keys: written with CuPy operations (``arange``, ``argsort``'s copy,
+fancy indexing, ``searchsorted``, ``flatnonzero``, comparisons), the grouping
+was 12 NVRTC compilations, 1.3 s of a fresh H100's first GPU-linked run
+(``benchmarks/results/cold_start_h100.md``). ``emulate=True`` runs the same
+driver with NumPy versions of the kernels (tests on machines without a GPU).
 """
 
 from __future__ import annotations
@@ -57,31 +66,57 @@ class _CudaKernels:
         self.xp = cupy
         module = load_module("lap/components_gpu.cu")
         self.f = {name: module.get_function(name)
-                  for name in ("cc_hook", "cc_finalize", "cc_classify", "solve_small_components")}
+                  for name in ("cc_init", "cc_hook", "cc_finalize", "cc_classify", "group_edges", "component_starts",
+                               "solve_small_components", "link_edges", "gather_edges", "linked_rows", "pair_rows")}
         self.sms = cupy.cuda.Device().attributes["MultiProcessorCount"]
 
     def _grid(self, items):
         return (max(1, min(-(-items // _THREADS), self.sms * 32)),)
 
+    def _launch(self, name, items, *args):
+        self.f[name](self._grid(items), (_THREADS,), args)
+
     def keys(self, n_rows, n_cols, rows, cols, cost, row_un, col_un, max_side):
-        """Sort key ``class * n_nodes + component`` of every edge (class 0 single, 1 small, 2 large, 3 pruned)."""
+        """Sort key ``(class * n_nodes + component) * n_edges + edge`` of every edge (class 0 single, 1 small,
+        2 large, 3 pruned)."""
         xp = self.xp
         n_nodes = n_rows + n_cols
         n_edges = rows.size
-        parent = xp.arange(n_nodes, dtype=np.int32)
+        parent = xp.empty(n_nodes, dtype=np.int32)
         counts = xp.zeros((4, n_nodes), dtype=np.int32)  # degree, rows, cols, edges per component
         pruned = xp.empty(n_edges, dtype=np.int8)
-        self.f["cc_hook"](self._grid(n_edges), (_THREADS,),
-                          (np.int64(n_edges), np.int32(n_rows), rows, cols, cost, row_un, col_un, parent, counts[0],
-                           pruned))
-        self.f["cc_finalize"](self._grid(n_nodes), (_THREADS,),
-                              (np.int32(n_nodes), np.int32(n_rows), parent, counts[0], counts[1], counts[2],
-                               counts[3]))
+        self._launch("cc_init", n_nodes, np.int32(n_nodes), parent)
+        self._launch("cc_hook", n_edges, np.int64(n_edges), np.int32(n_rows), rows, cols, cost, row_un, col_un,
+                     parent, counts[0], pruned)
+        self._launch("cc_finalize", n_nodes, np.int32(n_nodes), np.int32(n_rows), parent, counts[0], counts[1],
+                     counts[2], counts[3])
         key = xp.empty(n_edges, dtype=np.int64)
-        self.f["cc_classify"](self._grid(n_edges), (_THREADS,),
-                              (np.int64(n_edges), np.int32(n_nodes), rows, pruned, parent, counts[1], counts[2],
-                               counts[3], np.int32(max_side), key))
+        self._launch("cc_classify", n_edges, np.int64(n_edges), np.int32(n_nodes), rows, pruned, parent, counts[1],
+                     counts[2], counts[3], np.int32(max_side), key)
         return key
+
+    def group(self, key, n_nodes):
+        """Sorts ``key`` in place; returns the edge at every position and the first positions of classes 1, 2, 3."""
+        xp = self.xp
+        n_edges = key.size
+        perm = xp.empty(n_edges, dtype=np.int64)
+        class_start = xp.zeros(3, dtype=np.int64)
+        if n_edges:
+            key.sort()  # CuPy's precompiled (Thrust) sort: distinct keys, so the order is the stable one
+            self._launch("group_edges", n_edges + 1, np.int64(n_edges), np.int32(n_nodes), key, perm, class_start)
+        return perm, tuple(int(b) for b in class_start.get())
+
+    def component_starts(self, key, begin, end):
+        """First position (relative to ``begin``) of every component in the sorted keys ``begin:end``, and
+        ``end - begin``: int64, ascending."""
+        xp = self.xp
+        starts = xp.empty(end - begin + 1, dtype=np.int64)
+        count = xp.zeros(1, dtype=np.uint64)
+        self._launch("component_starts", end - begin + 1, np.int64(key.size), np.int64(begin), np.int64(end), key,
+                     starts, count)
+        starts = starts[:int(count.get()[0])]
+        starts.sort()  # CuPy's precompiled sort
+        return starts
 
     def solve_small(self, starts, perm, rows, cols, cost, row_un, col_un):
         """Chosen flag (int8) of every edge position ``perm`` of the small components."""
@@ -96,6 +131,41 @@ class _CudaKernels:
             )
         return chosen
 
+    def link(self, index, flags, rows, cols, link_of_row):
+        """``link_of_row[rows[e]] = cols[e] + 1`` for the edges ``e = index[k]`` (every edge of ``rows`` if
+        ``index`` is None) whose ``flags[k]`` is set (all if ``flags`` is None)."""
+        n = int(index.size if index is not None else rows.size)
+        if n:
+            null = np.uintp(0)
+            self._launch("link_edges", n, np.int64(n), null if index is None else index,
+                         null if flags is None else flags, rows, cols, link_of_row)
+
+    def gather(self, index, rows, cols, cost):
+        """``rows[index], cols[index], cost[index]``."""
+        xp = self.xp
+        n = int(index.size)
+        out = (xp.empty(n, dtype=np.int64), xp.empty(n, dtype=np.int64), xp.empty(n, dtype=np.float64))
+        if n:
+            self._launch("gather_edges", n, np.int64(n), index, rows, cols, cost, *out)
+        return out
+
+    def links(self, link_of_row):
+        """``(row_ind, col_ind)`` of the rows with a link, sorted by row."""
+        xp = self.xp
+        n_rows = int(link_of_row.size)
+        row_ind = xp.empty(n_rows, dtype=np.int64)
+        count = xp.zeros(1, dtype=np.uint64)
+        if n_rows:
+            self._launch("linked_rows", n_rows, np.int32(n_rows), link_of_row, row_ind, count)
+        n = int(count.get()[0])
+        row_ind = row_ind[:n]
+        if n:
+            row_ind.sort()  # CuPy's precompiled sort
+        col_ind = xp.empty(n, dtype=np.int64)
+        if n:
+            self._launch("pair_rows", n, np.int64(n), row_ind, link_of_row, col_ind)
+        return row_ind, col_ind
+
 
 class _EmulatedKernels:
     """The same steps in NumPy (sequential union-find; the warp solver as plain Python)."""
@@ -103,11 +173,35 @@ class _EmulatedKernels:
     xp = np
 
     def keys(self, n_rows, n_cols, rows, cols, cost, row_un, col_un, max_side):
+        n_nodes, n_edges = n_rows + n_cols, rows.size
         keep = cost < row_un[rows] + col_un[cols]
         label, cls = self.label(n_rows, n_cols, rows[keep], cols[keep], max_side)
-        key = np.full(rows.size, 3 * (n_rows + n_cols), dtype=np.int64)
-        key[keep] = cls.astype(np.int64) * (n_rows + n_cols) + label
-        return key
+        group = np.full(n_edges, 3 * n_nodes, dtype=np.int64)
+        group[keep] = cls.astype(np.int64) * n_nodes + label
+        return group * n_edges + np.arange(n_edges, dtype=np.int64)
+
+    def group(self, key, n_nodes):
+        n_edges = key.size
+        key.sort()
+        cls = key // max(n_edges, 1) // n_nodes
+        return key % max(n_edges, 1), tuple(int(b) for b in np.searchsorted(cls, [1, 2, 3]))
+
+    def component_starts(self, key, begin, end):
+        group = key[begin:end] // key.size
+        return np.concatenate([[0], np.flatnonzero(group[1:] != group[:-1]) + 1, [end - begin]]).astype(np.int64)
+
+    def link(self, index, flags, rows, cols, link_of_row):
+        edges = np.arange(rows.size) if index is None else index
+        if flags is not None:
+            edges = edges[flags != 0]
+        link_of_row[rows[edges]] = cols[edges] + 1
+
+    def gather(self, index, rows, cols, cost):
+        return rows[index], cols[index], cost[index]
+
+    def links(self, link_of_row):
+        row_ind = np.flatnonzero(link_of_row > 0).astype(np.int64)
+        return row_ind, link_of_row[row_ind] - 1
 
     def label(self, n_rows, n_cols, rows, cols, max_side):
         """Component label (smallest node) and class of every edge, by a sequential union-find."""
@@ -248,40 +342,34 @@ def solve_gated(n_rows, n_cols, rows, cols, cost, row_un, col_un, large_solver, 
     row_un = xp.ascontiguousarray(xp.asarray(row_un, dtype=np.float64))
     col_un = xp.ascontiguousarray(xp.asarray(col_un, dtype=np.float64))
     n_nodes = n_rows + n_cols
-    # 1-2. pruning, components and edge classes; one sort groups the edges by class, then by component
+    n_edges = int(rows.size)
+    if 4 * n_nodes * max(n_edges, 1) >= 2**63:
+        raise ValueError(f"too large for the component split's int64 sort keys: {n_nodes} nodes, {n_edges} edges")
+    # 1-2. pruning, components and each edge's sort key; one sort groups the edges by class, then component
     key = kern.keys(n_rows, n_cols, rows, cols, cost, row_un, col_un, max_side)
-    order = xp.argsort(key, kind="stable") if xp is np else xp.argsort(key)
-    sorted_key = key[order]
-    bounds = xp.searchsorted(sorted_key, xp.asarray([n_nodes, 2 * n_nodes, 3 * n_nodes], dtype=np.int64)).tolist()
-    n_single, n_small_end, n_kept = (int(b) for b in bounds)
+    perm, (n_single, n_small_end, n_kept) = kern.group(key, n_nodes)
     stats = {"edges": n_kept}
-    single = order[:n_single]
-    small = order[n_single:n_small_end]
-    large = order[n_small_end:n_kept]
-    chosen_r, chosen_c = [rows[single]], [cols[single]]
-    # 3. small components: one launch
+    link_of_row = xp.zeros(n_rows, dtype=np.int64)  # each row's linked column + 1, 0: none
+    # 3. components of one edge: taken; small components: one launch
+    kern.link(perm[:n_single], None, rows, cols, link_of_row)
+    small = perm[n_single:n_small_end]
     n_components = 0
     if small.size:
-        small_label = sorted_key[n_single:n_small_end]
-        new = xp.ones(small.size, dtype=bool)
-        new[1:] = small_label[1:] != small_label[:-1]
-        starts = xp.concatenate([xp.flatnonzero(new), xp.asarray([small.size])]).astype(np.int64)
+        starts = kern.component_starts(key, n_single, n_small_end)
         n_components = int(starts.size) - 1
         flags = kern.solve_small(starts, small, rows, cols, cost, row_un, col_un)
-        picked = small[xp.flatnonzero(flags)]
-        chosen_r.append(rows[picked])
-        chosen_c.append(cols[picked])
+        kern.link(small, flags, rows, cols, link_of_row)
     t_split = time.perf_counter() - t0
     # 4. large components
+    large = perm[n_small_end:n_kept]
     if large.size:
-        r, c = large_solver(rows[large], cols[large], cost[large])
-        chosen_r.append(xp.asarray(r, dtype=np.int64))
-        chosen_c.append(xp.asarray(c, dtype=np.int64))
-    row_ind = xp.concatenate(chosen_r)
-    col_ind = xp.concatenate(chosen_c)
-    order = xp.argsort(row_ind, kind="stable") if xp is np else xp.argsort(row_ind)
+        r, c = large_solver(*kern.gather(large, rows, cols, cost))
+        kern.link(None, None, xp.ascontiguousarray(xp.asarray(r, dtype=np.int64)),
+                  xp.ascontiguousarray(xp.asarray(c, dtype=np.int64)), link_of_row)
+    # 5. the links in row order
+    row_ind, col_ind = kern.links(link_of_row)
     stats.update(single_edges=n_single, small_edges=int(small.size), small_components=n_components,
                  large_edges=int(large.size), split_s=t_split, total_s=time.perf_counter() - t0)
     LAST_STATS.clear()
     LAST_STATS.update(stats)
-    return row_ind[order], col_ind[order]
+    return row_ind, col_ind

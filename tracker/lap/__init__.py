@@ -244,6 +244,15 @@ def _all_finite(xp, array) -> bool:
 
     return all_finite(array)
 
+def _per_node(xp, value, size: int):
+    """A no-link cost (a number, or one per node) as a contiguous float64 array of ``size`` in ``xp``. Host
+    values are broadcast on the host and copied once: CuPy's broadcast copy would compile a kernel on a fresh
+    machine (``benchmarks/results/cold_start_h100.md``)."""
+    if is_cupy_array(value):
+        return xp.ascontiguousarray(xp.broadcast_to(xp.asarray(value, dtype=np.float64), (size,)))
+    return xp.asarray(np.ascontiguousarray(np.broadcast_to(np.asarray(value, dtype=np.float64), (size,))))
+
+
 def solve_gated(
     rows: Any,
     cols: Any,
@@ -302,8 +311,8 @@ def solve_gated(
         raise ValueError(f"edge indices out of range for shape {shape}")
     if not _all_finite(xp, cost):
         raise ValueError("edge costs must be finite (leave forbidden links out instead)")
-    row_un = xp.ascontiguousarray(xp.broadcast_to(xp.asarray(row_unassigned_cost, dtype=np.float64), (n_rows,)))
-    col_un = xp.ascontiguousarray(xp.broadcast_to(xp.asarray(col_unassigned_cost, dtype=np.float64), (n_cols,)))
+    row_un = _per_node(xp, row_unassigned_cost, n_rows)
+    col_un = _per_node(xp, col_unassigned_cost, n_cols)
     if not (_all_finite(xp, row_un) and _all_finite(xp, col_un)):
         raise ValueError("unassigned (no-link) costs must be finite")
     empty = np.empty(0, dtype=np.int64)

@@ -537,14 +537,12 @@ def test_gated_global_update_settings(gu_rounds, gu_cap, small, reverse, step, i
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("gu_grid, gu_small, small", [(1, 0, 256), (4, 64, 64), (256, 1024, 256), (0, 64, 256),
-                                                      (16, 8, 1024)])
+@pytest.mark.parametrize("gu_grid, small", [(1, 256), (4, 64), (256, 256), (16, 1024), (1, 0)])
 @pytest.mark.parametrize("step", [0.3, 0.5])
 @pytest.mark.parametrize("integer", [False, True])
-def test_gated_grid_updates_and_block_frontiers(gu_grid, gu_small, small, step, integer, monkeypatch):
-    # the updates in the grid rounds (GU_GRID_ROUNDS) and the updates' small frontiers in block 0 (GU_SMALL)
+def test_gated_grid_round_updates(gu_grid, small, step, integer, monkeypatch):
+    # the updates in the grid rounds (GU_GRID_ROUNDS)
     monkeypatch.setattr(gated_auction, "GU_GRID_ROUNDS", gu_grid)
-    monkeypatch.setattr(gated_auction, "GU_SMALL", gu_small)
     monkeypatch.setattr(gated_auction, "SMALL", small)
     assert_generous_gate_exact(step, int(step * 10) + integer + gu_grid, integer)
     assert gated_auction.LAST_STATS["global_updates"] > 0

@@ -66,9 +66,7 @@ typedef unsigned long long u64;
 #define C_GF 16     // 16, 17, 18: the three rotating frontier counts of a global update
 #define C_PARITY 19 // block 0's list parity and rounds, for the grid after a stretch of block rounds
 #define C_BROUNDS 20
-#define C_GUBLK 21   // the global updates' label-correcting rounds run in block 0 (of C_GURND)
-#define C_GUROUND 22 // the update's round count, for the grid after a stretch of block rounds
-#define N_COUNTS 23
+#define N_COUNTS 21
 
 struct Prob {
     int n, m;
@@ -424,9 +422,9 @@ __device__ int gauss_seidel(const Prob& p, const State& s, int* list, int* count
 //
 // cap (> 0): labels are min(dist, cap) (any cap keeps eps-CS: min(dist(v), cap) <= r+ + min(dist(k), cap));
 // labels at the cap are not propagated, so the search stays near the exits. Label-correcting rounds over a
-// frontier (warp per node, its edges by the CSC forward, the CSR reverse), grid-wide while the frontier is
-// large and in block 0 while it is small (`small`); the labels live in the finisher's dist/inq/front arrays
-// (left at rest: INF64 / -1).
+// frontier (warp per node, its edges by the CSC forward, the CSR reverse), grid-wide; the labels live in the
+// finisher's dist/inq/front arrays (left at rest: INF64 / -1). (Small frontiers in block 0 alone, block
+// barriers instead of grid ones, were tried: no gain on the H100, lap_generous_h100.md.)
 
 // One label-correcting round of a global update over the frontier of `round` (warps w, w + nwarps, ...):
 // every edge out of a frontier node that lowers its target's label below the cap lowers it and lists the
@@ -463,7 +461,7 @@ __device__ __forceinline__ void relax_frontier(const Prob& p, const State& s, i6
 }
 
 template <bool FWD>
-__device__ void global_update(cg::grid_group& g, const Prob& p, const State& s, i64 cap, int small) {
+__device__ void global_update(cg::grid_group& g, const Prob& p, const State& s, i64 cap) {
     const int gtid = blockIdx.x * blockDim.x + threadIdx.x, nthreads = gridDim.x * blockDim.x;
     const int lane = threadIdx.x & 31, gwarp = gtid >> 5, nwarps = nthreads >> 5;
     const int N = FWD ? p.m : p.n;
@@ -483,33 +481,8 @@ __device__ void global_update(cg::grid_group& g, const Prob& p, const State& s, 
         if (d < cap) s.front0[atomicAdd(&s.counts[C_GF], 1)] = v;
     }
     g.sync();
-    // Rounds over the frontier: grid-wide (a grid barrier each) while it has more than `small` nodes, in
-    // block 0 alone (block barriers, about a tenth of the cost) while it has at most 2 * small.
     int round = 0;
-    while (true) {
-        const int cnt = *(volatile int*)&s.counts[C_GF + round % 3];
-        if (cnt == 0) break;
-        if (cnt <= small) {
-            if (blockIdx.x == 0) {
-                const int warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
-                int r = round;
-                while (true) {
-                    const int c = *(volatile int*)&s.counts[C_GF + r % 3];
-                    if (c == 0 || c > 2 * small) break;
-                    relax_frontier<FWD>(p, s, cap, r, warp, nw, lane, threadIdx.x == 0);
-                    __syncthreads();
-                    ++r;
-                }
-                if (threadIdx.x == 0) {
-                    s.counts[C_GUBLK] += r - round;
-                    s.counts[C_GUROUND] = r;
-                }
-            }
-            g.sync();
-            round = *(volatile int*)&s.counts[C_GUROUND];
-            g.sync();  // every block has read it before block 0 may write it again
-            continue;
-        }
+    while (*(volatile int*)&s.counts[C_GF + round % 3] > 0) {
         relax_frontier<FWD>(p, s, cap, round, gwarp, nwarps, lane, gtid == 0);
         g.sync();
         ++round;
@@ -578,8 +551,7 @@ __device__ void block_rounds(const Prob& p, const State& s, i64 eps, int gs_rows
 // with gu_grid > 0, also after every gu_grid grid rounds. counts[stat] accumulates the rounds.
 template <bool FORWARD>
 __device__ void stage(cg::grid_group& g, const Prob& p, const State& s, i64 eps, int small, int gs_rows,
-                      int finish, int tail, int max_rounds, int gu_rounds, i64 gu_cap, int gu_small, int gu_grid,
-                      int stat) {
+                      int finish, int tail, int max_rounds, int gu_rounds, i64 gu_cap, int gu_grid, int stat) {
     const int gtid = blockIdx.x * blockDim.x + threadIdx.x, nthreads = gridDim.x * blockDim.x;
     const int lane = threadIdx.x & 31, gwarp = gtid >> 5, nwarps = nthreads >> 5;
     int parity = 0, rounds = 0, grid_rounds = 0;
@@ -602,13 +574,13 @@ __device__ void stage(cg::grid_group& g, const Prob& p, const State& s, i64 eps,
             ++grid_rounds;
             // with many bidders for many rounds (the price wars of large instances), updates in the grid too
             if (gu_grid > 0 && tail && grid_rounds % gu_grid == 0 && *(volatile int*)&s.counts[parity] > 0) {
-                global_update<FORWARD>(g, p, s, gu_cap, gu_small);
+                global_update<FORWARD>(g, p, s, gu_cap);
             }
         }
         if (gu_rounds <= 0 || !tail) break;
         const int count = *(volatile int*)&s.counts[parity];
         if (count == 0 || rounds >= max_rounds || *(volatile int*)&s.counts[C_ERROR]) break;
-        global_update<FORWARD>(g, p, s, gu_cap, gu_small);
+        global_update<FORWARD>(g, p, s, gu_cap);
         if (blockIdx.x == 0) {
             const int limit = rounds + gu_rounds < max_rounds ? rounds + gu_rounds : max_rounds;
             if (threadIdx.x == 0) s.counts[C_BROUNDS] = rounds;
@@ -648,7 +620,7 @@ __device__ void stage(cg::grid_group& g, const Prob& p, const State& s, i64 eps,
 // in block 0, with shortest augmenting paths for its last `finish` bidders.
 extern "C" __global__ void __launch_bounds__(MAX_THREADS, 1)
     ga_phase(PROB_ARGS, i64* ws64, int* ws32, i64 eps, int first, int small, int gs_rows, int finish,
-             int tail, int max_rounds, int gu_rounds, i64 gu_cap, int gu_reverse, int gu_small, int gu_grid) {
+             int tail, int max_rounds, int gu_rounds, i64 gu_cap, int gu_reverse, int gu_grid) {
     MAKE_PROB;
     cg::grid_group g = cg::this_grid();
     const State s = carve(ws64, ws32, n_, m_);
@@ -679,8 +651,7 @@ extern "C" __global__ void __launch_bounds__(MAX_THREADS, 1)
         }
     }
     g.sync();
-    stage<true>(g, p, s, eps, small, gs_rows, finish, tail, max_rounds, gu_rounds, gu_cap, gu_small, gu_grid,
-                C_FWD);
+    stage<true>(g, p, s, eps, small, gs_rows, finish, tail, max_rounds, gu_rounds, gu_cap, gu_grid, C_FWD);
     g.sync();
     if (first || s.counts[C_ERROR]) return;
     // stale columns: unmatched ones at a price above 0 (freed by this phase's init, or left by an earlier
@@ -693,5 +664,5 @@ extern "C" __global__ void __launch_bounds__(MAX_THREADS, 1)
     }
     g.sync();
     stage<false>(g, p, s, eps, small, gs_rows, finish, tail, max_rounds, gu_reverse ? gu_rounds : 0, gu_cap,
-                 gu_small, gu_reverse ? gu_grid : 0, C_REV);
+                 gu_reverse ? gu_grid : 0, C_REV);
 }

@@ -106,15 +106,13 @@ and labels at the cap are not propagated: the searches stay near the exits). 16 
 rounds: 244 vs 305 ms at 100k, f = 0.5; 38.4 vs 40.3 ms at f = 0.3; 44.7 vs 35.8 ms at 10k, f = 0.5. 64 against
 16 (H100, same file, "Session of 2026-11-25"): 36.5 vs 47.9 ms at 10k, f = 0.5; 36.9 vs 37.4 ms at 100k, f = 0.3;
 210 vs 272 ms at f = 0.5; 135 vs 139 ms at 1M, f = 0.3; 3080 vs 3271 ms at f = 0.5."""
-GU_SMALL = 64
-"""A global update's label-correcting rounds run in block 0 (block barriers) while its frontier has at most
-2 x this many nodes (entering at this many), grid-wide (a grid barrier each) above. 0: always grid-wide."""
 GU_GRID_ROUNDS = 256
 """... and after every this many grid-wide rounds (0: never): the stages of large instances spend most of
 their rounds grid-wide, with more than :data:`SMALL` bidders, where :data:`GU_ROUNDS` never fires. H100
 (``lap_generous_h100.md``, "Session of 2026-11-25"), never / 256 / 1024 / 4096: 1M nodes, f = 0.5: 2730 /
 1530 / 1665 / 1881 ms (86,746 / 3,610 / 10,495 / 25,046 forward grid rounds); f = 0.3: 133 / 112 / 165 / 132 ms;
-100k nodes: 206 / 193 / 212 / 201 ms at f = 0.5, 35.9 / 32.7 / 35.4 / 35.1 ms at f = 0.3."""
+100k nodes: 206 / 193 / 212 / 201 ms at f = 0.5, 35.9 / 32.7 / 35.4 / 35.1 ms at f = 0.3 (that sweep also ran
+the updates' small frontiers in block 0, since removed; 256 again without them: 1911 / 116 / 206 / 32.5 ms)."""
 MAX_ROUNDS = 1 << 30
 """Cap on the rounds of one stage of one phase (an error, never reached on feasible problems)."""
 
@@ -123,8 +121,7 @@ PRIVATE = -2
 
 _C_ERROR, _C_FWD, _C_REV, _C_RELEASED, _C_STALE = 3, 4, 5, 6, 7
 _C_FPATH, _C_RPATH, _C_FGRID, _C_RGRID, _C_FLAB, _C_RLAB, _C_GUPD, _C_GURND = 8, 9, 10, 11, 12, 13, 14, 15
-_C_GUBLK = 21
-_N_COUNTS = 23
+_N_COUNTS = 21
 
 LAST_STATS: dict = {}
 """Counters of the last solve: phases, forward / reverse rounds, released rows, stale columns, seconds."""
@@ -180,8 +177,7 @@ def solve(n: int, m: int, rows, cols, cost, priv, *, edge_range: int, emulate: b
     ws = _Workspace(xp, n, m)
     stats = {"phases": 0, "forward_rounds": 0, "reverse_rounds": 0, "released": 0, "stale": 0,
              "forward_paths": 0, "reverse_paths": 0, "forward_grid_rounds": 0, "reverse_grid_rounds": 0,
-             "global_updates": 0, "global_update_rounds": 0, "global_update_block_rounds": 0,
-             "first_try": "capped", "per_phase": []}
+             "global_updates": 0, "global_update_rounds": 0, "first_try": "capped", "per_phase": []}
     plan = [(1, True, FIRST_TRY_ROUNDS)]
     for k, (eps, first, cap) in enumerate(plan):
         last = k == len(plan) - 1 and k > 0
@@ -201,7 +197,6 @@ def solve(n: int, m: int, rows, cols, cost, priv, *, edge_range: int, emulate: b
         stats["reverse_grid_rounds"] += int(counts[_C_RGRID])
         stats["global_updates"] += int(counts[_C_GUPD])
         stats["global_update_rounds"] += int(counts[_C_GURND])
-        stats["global_update_block_rounds"] += int(counts[_C_GUBLK])
         stats["per_phase"].append((eps, *(int(counts[c]) for c in (_C_RELEASED, _C_FWD, _C_FGRID, _C_FPATH,
                                                                    _C_STALE, _C_REV, _C_RGRID, _C_RPATH,
                                                                    _C_FLAB, _C_RLAB, _C_GUPD, _C_GURND)),
@@ -298,7 +293,7 @@ class _Cuda:
                       (*prob.args, ws.ws64, ws.ws32, np.int64(eps), np.int32(bool(first)), np.int32(SMALL),
                        np.int32(GS_ROWS), np.int32(finish), np.int32(bool(tail)), np.int32(min(cap, MAX_ROUNDS)),
                        np.int32(gu_rounds), np.int64(min(gu_cap, INF64)), np.int32(bool(GU_REVERSE)),
-                       np.int32(GU_SMALL), np.int32(gu_grid)))
+                       np.int32(gu_grid)))
         return ws.counts.get()
 
 

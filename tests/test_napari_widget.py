@@ -218,14 +218,43 @@ def test_rgb_image_is_refused_with_a_message(viewer):
     assert any("RGB" in message for message in notifications())
 
 
-def test_a_layer_of_three_dimensions_is_refused_with_a_message(viewer):
-    """A (T, Y, X) layer (napari's own reader of a 2D series) is not run with a voxel size it has no boxes for:
-    the message names the plugin's reader, which gives it one plane per frame."""
+def moving_spots_movie(frames: int = 6, size: int = 48) -> np.ndarray:
+    """A (T, Y, X) movie: three Gaussian spots (sigma 1.5 px) moving 1 px a frame on a noisy background."""
+    rng = np.random.default_rng(1)
+    yy, xx = np.mgrid[:size, :size]
+    movie = rng.normal(100, 4, (frames, size, size))
+    for t in range(frames):
+        for y0, x0, vy, vx in ((10, 10, 1, 0), (30, 12, 0, 1), (20, 34, 1, 1)):
+            movie[t] += 300 * np.exp(-((yy - y0 - vy * t) ** 2 + (xx - x0 - vx * t) ** 2) / (2 * 1.5 ** 2))
+    return movie.astype(np.float32)
+
+
+def test_a_time_series_layer_of_three_dimensions_is_tracked_in_2d(viewer, qtbot):
+    """A (T, Y, X) layer (napari's own reader of a 2D series, an array) becomes (T, 1, Y, X) in place and is
+    tracked: the layer keeps its name, place and pixel size."""
     widget = add_widget(viewer)
-    viewer.add_image(np.zeros((5, 32, 32), np.uint16), name="movie", scale=(1, 0.1, 0.1))
+    viewer.add_image(np.zeros((4, 8, 8), np.float32), name="below")
+    viewer.add_image(moving_spots_movie(), name="movie", scale=(1, 0.1, 0.1))
+    panel = widget.track_panel
+    panel.detection.set_values({"device": "cpu"})
+    run_and_wait(widget, qtbot)
+    movie = viewer.layers["movie"]
+    assert movie.ndim == 4 and movie.data.shape == (6, 1, 48, 48)
+    assert [layer.name for layer in viewer.layers][:2] == ["below", "movie"]
+    np.testing.assert_allclose(movie.scale, (1, 0.1, 0.1, 0.1))
+    assert panel.voxel.value() == pytest.approx((0.1, 0.1, 0.1))
+    result = widget.result
+    assert result is not None and result.n_tracks == 3
+    assert np.all(result.tracks["z"] == 0)
+    assert any("(T, Y, X)" in message for message in notifications())
+
+
+def test_a_layer_of_two_dimensions_is_refused_with_a_message(viewer):
+    widget = add_widget(viewer)
+    viewer.add_image(np.zeros((32, 32), np.uint16), name="picture", scale=(0.1, 0.1))
     widget.run()
     assert not widget.running
-    assert "3 dimensions" in widget.status.text() and "(T, 1, Y, X)" in widget.status.text()
+    assert "2 dimensions" in widget.status.text() and "(T, Y, X)" in widget.status.text()
 
 
 def test_missing_voxel_size_is_warned_and_typed_in(viewer, qtbot, tmp_path):

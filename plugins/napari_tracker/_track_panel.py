@@ -164,10 +164,12 @@ class TrackPanel(QGroupBox):
             self.message.emit(f"'{image.name}' is an RGB image: tracking needs one channel, a (T, Z, Y, X) stack "
                               "(right-click the layer › Split RGB)", "warning")
             return
+        if image.ndim == 3 and not image.multiscale:
+            image = self._as_time_series(image)
         if image.ndim != 4:
-            self.message.emit(f"'{image.name}' has {image.ndim} dimensions: tracking needs a (T, Z, Y, X) layer; "
-                              "open a 2D time series with this plugin's reader, which gives it one plane per frame "
-                              "(T, 1, Y, X) and its pixel size", "warning")
+            self.message.emit(f"'{image.name}' has {image.ndim} dimensions: tracking needs a (T, Z, Y, X) layer, "
+                              "or a (T, Y, X) one (a 2D time series); open the stack with this plugin's reader",
+                              "warning")
             return
         try:
             params = self.parameters()
@@ -193,6 +195,30 @@ class TrackPanel(QGroupBox):
         self.cancel_button.setEnabled(True)
         self.progress_bar.setValue(0)
         self.progress_bar.setFormat("starting…")
+
+    def _as_time_series(self, layer):
+        """A (T, Y, X) Image layer (napari's own reader of a 2D time series, an array) replaced by the
+        (T, 1, Y, X) layer this plugin's reader gives such a series: the same data (a view where the array allows
+        one), one plane a frame, in the same place of the layer list; its z scale is its y scale (one plane: no
+        distance along z is ever measured). Returns the new layer, now the one to track."""
+        from napari.layers import Image
+
+        try:
+            planes = layer.data[:, np.newaxis]
+        except (TypeError, IndexError, ValueError):  # array-likes without newaxis indexing (e.g. zarr)
+            planes = np.asarray(layer.data)[:, np.newaxis]
+        dt, dy, dx = (float(v) for v in layer.scale)
+        t0, y0, x0 = (float(v) for v in layer.translate)
+        replacement = Image(planes, name=layer.name, scale=(dt, dy, dy, dx), translate=(t0, 0.0, y0, x0),
+                            colormap=layer.colormap, contrast_limits=layer.contrast_limits, opacity=layer.opacity,
+                            blending=layer.blending, visible=layer.visible, metadata=dict(layer.metadata))
+        index = self.viewer.layers.index(layer)
+        self.viewer.layers.remove(layer)
+        self.viewer.layers.insert(index, replacement)
+        self.image_choice.choose(replacement)
+        self.message.emit(f"'{layer.name}' is a (T, Y, X) series: tracked in 2D, one plane a frame "
+                          "(the layer is now (T, 1, Y, X))", "info")
+        return replacement
 
     def cancel(self) -> None:
         """Stop the run at its next step."""

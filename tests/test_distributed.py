@@ -74,6 +74,7 @@ def test_two_workers_give_the_single_process_tracks(stack_path, client, single, 
     assert_same_tables(result.detections, expected.detections)
     assert_same_tables(result.tracks, expected.tracks)
     assert result.spot_scale == expected.spot_scale  # estimated once, on a worker, from the same frames
+    assert result.threshold_fit is not None and str(result.threshold_fit) == str(expected.threshold_fit)
     detect = [call for call in calls if call[0] == "detect"]
     assert detect == [("detect", done, SHAPE[0]) for done in range(1, SHAPE[0] + 1)]
     assert calls[len(detect)][0] == "link"  # then the linker's stages, on the client
@@ -154,7 +155,7 @@ def test_a_worker_that_dies_is_replaced_and_no_frame_is_lost_or_doubled(stack_pa
 
     marker = tmp_path / "died"
     source = DyingSource(str(stack_path), VOXEL, marker=str(marker))
-    detections, _ = detect_on_cluster(client, source, DetectionParams(device="cpu",
+    detections, _, _ = detect_on_cluster(client, source, DetectionParams(device="cpu",
                                                                       spot_radius_um=single.spot_scale.radius_um))
     assert marker.exists()  # (a worker did die on frame 5)
     assert_same_tables(detections, single.detections)
@@ -169,16 +170,16 @@ def test_runs_of_frames_per_task_give_the_single_process_detections(stack_path, 
 
     detection = DetectionParams(device="cpu", spot_radius_um=single.spot_scale.radius_um)
     with distributed.get_task_stream(client=client) as stream:
-        gathered, _ = detect_on_cluster(client, FrameSource.of(stack_path, VOXEL), detection, frames_per_task=5)
+        gathered, _, _ = detect_on_cluster(client, FrameSource.of(stack_path, VOXEL), detection, frames_per_task=5)
     assert_same_tables(gathered, single.detections)
     ran_on = {str(r["key"]).rsplit("-", 2)[1]: r["worker"] for r in stream.data
               if str(r["key"]).startswith("tracker-detect-")}
     assert ran_on["5"] == ran_on["10"] != ran_on["0"]  # (two chains: runs 0-4 | 5-9, 10-11 on one worker)
-    kept, _ = detect_frames_on_cluster(client, FrameSource.of(stack_path, VOXEL), detection, frames_per_task=5)
+    kept, _, _ = detect_frames_on_cluster(client, FrameSource.of(stack_path, VOXEL), detection, frames_per_task=5)
     assert len(kept.futures) == 12 and kept.counts.sum() == len(single.detections["frame"])
     assert_same_tables(concat_tables(client.gather(kept.futures)), single.detections)
     marker = tmp_path / "died"
-    dying, _ = detect_on_cluster(client, DyingSource(str(stack_path), VOXEL, marker=str(marker)), detection,
+    dying, _, _ = detect_on_cluster(client, DyingSource(str(stack_path), VOXEL, marker=str(marker)), detection,
                                  frames_per_task=5)
     assert marker.exists()
     assert_same_tables(dying, single.detections)
@@ -254,12 +255,16 @@ def test_command_line_workers_write_the_single_process_files(stack_path, tmp_pat
 
 
 def test_command_line_scheduler_uses_an_existing_cluster(stack_path, client, tmp_path):
-    options = ["--voxel-size", "0.5,0.2,0.2", "--device", "cpu", "-q", "--motion", "none"]
+    options = ["--voxel-size", "0.5,0.2,0.2", "--device", "cpu", "--motion", "none"]
     one, two = tmp_path / "one.csv", tmp_path / "two.csv"
-    assert CliRunner().invoke(main, ["run", str(stack_path), "-o", str(one), *options]).exit_code == 0
+    alone = CliRunner().invoke(main, ["run", str(stack_path), "-o", str(one), *options])
+    assert alone.exit_code == 0
     result = CliRunner().invoke(main, ["run", str(stack_path), "-o", str(two), *options,
                                        "--scheduler", client.scheduler.address, "--link-blocks", "4"])
     assert result.exit_code == 0, result.output
+    # the summary names the stack's threshold as the single process's does (estimated on a worker)
+    threshold = [line for line in alone.output.splitlines() if line.startswith("threshold: ")]
+    assert len(threshold) == 1 and threshold[0] in result.output.splitlines()
     assert len(client.scheduler_info()["workers"]) == 2  # (the cluster outlives the command)
     first, second = (np.loadtxt(path, delimiter=",", skiprows=1) for path in (one, two))
     assert first.shape == second.shape and first.shape[0] > 100

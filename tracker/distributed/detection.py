@@ -85,7 +85,7 @@ class FrameTables:
 
 def detect_on_cluster(client: Any, source: FrameSource, detection: DetectionParams,
                       progress: ProgressCallback | None = None,
-                      frames_per_task: int = 1) -> tuple[Table, SpotScale | None]:
+                      frames_per_task: int = 1) -> tuple[Table, SpotScale | None, QualityMixture | None]:
     """Detect spots in every frame of ``source`` on the workers of ``client``, and gather the detections.
 
     Parameters
@@ -107,6 +107,8 @@ def detect_on_cluster(client: Any, source: FrameSource, detection: DetectionPara
         The detections, in frame order: equal to :func:`tracker.pipeline.detect_stack`'s.
     SpotScale or None
         The spot size estimated (None where ``spot_radius_um`` was given).
+    QualityMixture or None
+        The fit that set the stack's threshold (None where ``threshold`` was given).
 
     Raises
     ------
@@ -115,14 +117,14 @@ def detect_on_cluster(client: Any, source: FrameSource, detection: DetectionPara
     RuntimeError
         One line naming the frame whose task failed otherwise, or whose workers kept dying (out of memory).
     """
-    tables, spot_scale, n_constant = _detect_frames(client, source, detection, progress, frames_per_task,
-                                                    gather=True)
-    return check_frames_detected(tables, n_constant), spot_scale
+    tables, spot_scale, threshold_fit, n_constant = _detect_frames(client, source, detection, progress,
+                                                                   frames_per_task, gather=True)
+    return check_frames_detected(tables, n_constant), spot_scale, threshold_fit
 
 
 def detect_frames_on_cluster(client: Any, source: FrameSource, detection: DetectionParams,
                              progress: ProgressCallback | None = None,
-                             frames_per_task: int = 1) -> tuple[FrameTables, SpotScale | None]:
+                             frames_per_task: int = 1) -> tuple[FrameTables, SpotScale | None, QualityMixture | None]:
     """As :func:`detect_on_cluster`, but the detections stay on the workers, one future per frame (the client
     receives each frame's row count and warnings only): for linking in time blocks on the workers
     (:func:`tracker.distributed.time_blocks.stream_time_blocks`), so that the client never holds them all.
@@ -133,23 +135,25 @@ def detect_frames_on_cluster(client: Any, source: FrameSource, detection: Detect
         The frames' tables (futures) and row counts.
     SpotScale or None
         The spot size estimated (None where ``spot_radius_um`` was given).
+    QualityMixture or None
+        The fit that set the stack's threshold (None where ``threshold`` was given).
 
     Raises
     ------
     InputError, ValueError, RuntimeError
         As :func:`detect_on_cluster`.
     """
-    frames, spot_scale, n_constant = _detect_frames(client, source, detection, progress, frames_per_task,
-                                                    gather=False)
+    frames, spot_scale, threshold_fit, n_constant = _detect_frames(client, source, detection, progress,
+                                                                   frames_per_task, gather=False)
     # The whole-stack checks look at each frame's row count only: one row stands for a frame with spots.
     check_frames_detected([{"frame": np.zeros(min(count, 1))} for count in frames.counts], n_constant)
-    return frames, spot_scale
+    return frames, spot_scale, threshold_fit
 
 
 def _detect_frames(client: Any, source: FrameSource, detection: DetectionParams, progress: ProgressCallback | None,
-                   frames_per_task: int, gather: bool) -> tuple[Any, SpotScale | None, int]:
-    """The frames' tables (gathered: a list) or :class:`FrameTables` (not gathered), the spot scale, and the
-    number of constant frames."""
+                   frames_per_task: int, gather: bool) -> tuple[Any, SpotScale | None, QualityMixture | None, int]:
+    """The frames' tables (gathered: a list) or :class:`FrameTables` (not gathered), the spot scale, the
+    threshold's fit, and the number of constant frames."""
     from distributed import as_completed
     from dask.base import tokenize
 
@@ -157,7 +161,7 @@ def _detect_frames(client: Any, source: FrameSource, detection: DetectionParams,
         raise ValueError(f"frames_per_task must be at least 1, got {frames_per_task}")
     stack = source.open()
     arguments = detection.to_dict()
-    spot_scale = None
+    spot_scale = mixture = None
     if arguments["spot_radius_um"] is None:
         device = arguments["device"]
         future = client.submit(estimate_task, source, device, key=f"tracker-spot-scale-{tokenize(source, device)}",
@@ -214,10 +218,10 @@ def _detect_frames(client: Any, source: FrameSource, detection: DetectionParams,
         if pending:  # (an error: the frames still queued are not needed)
             client.cancel(list(pending) + ([] if gather else tasks))
     if gather:
-        return tables, spot_scale, n_constant
+        return tables, spot_scale, mixture, n_constant
     tables_of = [client.submit(_table_of, tasks[t // frames_per_task], t % frames_per_task,
                                key=f"tracker-detections-{token}-{t}", pure=True) for t in range(stack.n_frames)]
-    return FrameTables(tables_of, counts, gate_inputs), spot_scale, n_constant
+    return FrameTables(tables_of, counts, gate_inputs), spot_scale, mixture, n_constant
 
 
 def detect_task(source: FrameSource, t: int, arguments: Mapping[str, Any]) -> tuple[Table, bool, list[str]]:

@@ -97,14 +97,15 @@ def track_on_cluster(
         timings = {}
         start = time.perf_counter()
         if cluster.link_block_frames is None:
-            detections, spot_scale = detect_on_cluster(client, source, detection, progress, frames_per_task)
+            detections, spot_scale, threshold_fit = detect_on_cluster(client, source, detection, progress,
+                                                                      frames_per_task)
             timings["detect"] = time.perf_counter() - start
             start = time.perf_counter()
             tracks, summary = link_detections(detections, progress=progress, return_summary=True,
                                               **linking.to_dict())
         else:  # (the detections stay on the workers; the blocks' tracks reach the client one block at a time)
-            frames, spot_scale = detect_frames_on_cluster(client, source, detection, progress,
-                                                                frames_per_task)
+            frames, spot_scale, threshold_fit = detect_frames_on_cluster(client, source, detection, progress,
+                                                                         frames_per_task)
             timings["detect"] = time.perf_counter() - start
             start = time.perf_counter()
             chunks: list[Table] = []
@@ -115,4 +116,4 @@ def track_on_cluster(
             detections = (concat_tables([{k: v for k, v in chunk.items() if k not in _LINK_COLUMNS}
                                          for chunk in chunks]) if sink is None else None)
         timings["link"] = time.perf_counter() - start
-    return TrackingResult(detections, tracks, stack.voxel_size, timings, summary, spot_scale)
+    return TrackingResult(detections, tracks, stack.voxel_size, timings, summary, spot_scale, threshold_fit)

@@ -209,7 +209,7 @@ def scaling(args) -> None:
             client.wait_for_workers(n)
             client.run(_warm_up, source, detection)  # (imports and first-call costs, paid once per worker)
             started = time.perf_counter()
-            detections, _ = detect_on_cluster(client, source, detection)
+            detections, _, _ = detect_on_cluster(client, source, detection)
             seconds = time.perf_counter() - started
             peak = max(p for _, p in worker_peaks(client).values())
         base = base or seconds

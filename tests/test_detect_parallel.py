@@ -11,7 +11,7 @@ import pytest
 
 from tracker import pipeline
 from tracker.errors import InputError
-from tracker.parallel_frames import frames_in_flight, map_frames_in_order, read_ahead
+from tracker.parallel_frames import frames_in_flight, map_frames_in_order, map_in_order, read_ahead
 from tracker.pipeline import detect_stack, track_stack
 from tracker.simulate import render_stack, simulate_tracks
 from tracker.stack import as_stack
@@ -51,10 +51,13 @@ def test_the_same_detections_in_the_same_order_as_serially(frames, serial, worke
 
 
 def test_the_estimated_spot_size_and_tracks_as_serially(frames, monkeypatch):
+    # the spot size's scales and halves, the threshold's sampled frames and the frames all on several threads
     parallel = track_stack(frames, voxel_size_um=VOXEL, spot_radius_um=None, device="cpu")
     monkeypatch.setattr("tracker.pipeline.frames_in_flight", lambda *args, **kwargs: 1)
+    monkeypatch.setattr("tracker.parallel_frames.available_cores", lambda: 1)
     one_at_a_time = track_stack(frames, voxel_size_um=VOXEL, spot_radius_um=None, device="cpu")
     assert parallel.spot_scale.radius_um == one_at_a_time.spot_scale.radius_um
+    assert parallel.threshold_fit is not None and parallel.threshold_fit == one_at_a_time.threshold_fit
     assert_identical(parallel.detections, one_at_a_time.detections)
     assert_identical(parallel.tracks, one_at_a_time.tracks)
 
@@ -112,6 +115,24 @@ def test_results_are_taken_in_order_and_the_first_error_in_order_wins():
     with pytest.raises(ValueError, match="^frame 2$"):
         map_frames_in_order(lambda t: t, detect, range(6), 3, lambda t, result: done.append(t))
     assert done == [0, 1]
+
+
+def test_map_in_order_keeps_the_order_raises_the_first_error_and_does_not_nest():
+    def work(item):
+        time.sleep(0.05 if item == 0 else 0.0)  # (item 0 finishes last)
+        if item in (2, 3):
+            raise ValueError(f"item {item}")
+        return threading.current_thread().name, item * 10
+
+    results = map_in_order(work, range(2), workers=2)
+    assert [value for _, value in results] == [0, 10]
+    assert all(name.startswith("tracker-detect") for name, _ in results)
+    assert [name for name, _ in map_in_order(work, range(2), workers=1)] == [threading.current_thread().name] * 2
+    with pytest.raises(ValueError, match="^item 2$"):
+        map_in_order(work, range(6), workers=3)
+    # called from the pool's own threads: serially there (they would otherwise wait on each other)
+    nested = map_in_order(lambda outer: map_in_order(work, range(2), workers=2), range(2), workers=2)
+    assert all(name == names[0][0] for names in nested for name, _ in names)
 
 
 def test_a_read_error_comes_after_the_frames_before_it():

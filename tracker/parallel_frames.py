@@ -12,6 +12,7 @@ one is read (:func:`read_ahead`), by one thread at a time.
 from __future__ import annotations
 
 import math
+import threading
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import Future, wait
@@ -57,6 +58,25 @@ def frames_in_flight(frame_shape: Iterable[int], n_frames: int, workers: int | N
     budget = memory_budget() if budget is None else budget
     fitting = budget // per_frame if per_frame else wanted
     return max(1, min(wanted, n_frames, fitting))
+
+
+def map_in_order(function: Callable[[Any], R], items: Iterable[Any], workers: int | None = None) -> list[R]:
+    """``[function(item) for item in items]`` on the process's ``"detect"`` thread pool, as many at once as it has
+    threads: for a few independent pieces of NumPy and SciPy work that release the GIL (the spot-size estimate's
+    scales and frames). Serially on the calling thread with ``workers`` 1 (None: the available cores), one item,
+    or when called from that pool itself (its threads would wait on each other). Results in the items' order;
+    the first item's error (in order) is raised."""
+    items = list(items)
+    wanted = available_cores() if workers is None else int(workers)
+    if wanted <= 1 or len(items) <= 1 or threading.current_thread().name.startswith("tracker-detect"):
+        return [function(item) for item in items]
+    pool = thread_pool("detect", max(wanted, available_cores()))
+    futures = [pool.submit(function, item) for item in items]
+    try:
+        return [future.result() for future in futures]
+    finally:
+        for future in futures:  # (an error: the items not started are not needed)
+            future.cancel()
 
 
 def map_frames_in_order(read: Callable[[int], Any], detect: Callable[[Any, int], R], frames: Iterable[int],

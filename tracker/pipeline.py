@@ -26,7 +26,7 @@ from .linking import LinkSummary, link_detections
 from .parallel_frames import frames_in_flight, map_frames_in_order, read_ahead
 from .params import DETECTION_DEFAULTS, LINKING_DEFAULTS, DetectionParams, LinkingParams
 from .progress import ProgressCallback, Stage
-from .quality_mixture import QualityMixture, estimate_threshold
+from .quality_mixture import QualityMixture, estimate_threshold, threshold_frame_maxima, threshold_from_maxima
 from .spot_scale import SpotScale, estimate_spot_radius, frames_to_sample
 from .stack import Stack, as_stack
 from .tables import Table, concat_tables, empty_detections
@@ -107,20 +107,27 @@ def estimate_stack_threshold(stack: Stack, spot_radius_um: float | Sequence[floa
     return _estimate_threshold(stack, spot_radius_um, resolve_device(device), device)[0]
 
 
-def _estimate_threshold(stack: Stack, spot_radius_um: float | Sequence[float], xp: Any,
-                        device: str) -> tuple[QualityMixture, Any]:
+def _estimate_threshold(stack: Stack, spot_radius_um: float | Sequence[float], xp: Any, device: str,
+                        workers: int | None = None) -> tuple[QualityMixture, Any]:
     """The stack's threshold on ``xp``'s device, and the array module detection goes on with (as
-    :func:`_estimate_spot_scale`)."""
+    :func:`_estimate_spot_scale`). On the CPU the sampled frames' maxima are found ``workers`` frames at a time
+    (as :func:`detect_stack` detects them): one after another they took half as long as detecting all 30 frames
+    of a 32×256×256 stack on two cores."""
     sampled = frames_to_sample(stack.n_frames)
-    try:
-        return estimate_threshold((xp.asarray(stack.frame(t)) for t in sampled), stack.voxel_size,
-                                  spot_radius_um), xp
-    except Exception as error:
-        if xp is np or not _gpu_out_of_memory(error):
-            raise
-        xp = _cpu_after_gpu_out_of_memory(xp, device, stack, sampled[0])
-        return estimate_threshold((np.asarray(stack.frame(t)) for t in sampled), stack.voxel_size,
-                                  spot_radius_um), xp
+    if xp is not np:
+        try:
+            return estimate_threshold((xp.asarray(stack.frame(t)) for t in sampled), stack.voxel_size,
+                                      spot_radius_um), xp
+        except Exception as error:
+            if not _gpu_out_of_memory(error):
+                raise
+            xp = _cpu_after_gpu_out_of_memory(xp, device, stack, sampled[0])
+    maxima: list = []
+    map_frames_in_order(lambda t: np.asarray(stack.frame(t)),
+                        lambda volume, t: threshold_frame_maxima(volume, stack.voxel_size, spot_radius_um),
+                        sampled, frames_in_flight(stack.shape[1:], len(sampled), workers),
+                        lambda t, frame: maxima.append(frame))
+    return threshold_from_maxima(maxima), xp
 
 
 def detect_stack(
@@ -190,7 +197,7 @@ def _detect_stack(stack: Stack, detection: DetectionParams, progress: ProgressCa
         arguments["spot_radius_um"] = spot_scale.radius_um
     check_detection_scale(stack.shape[1:], stack.voxel_size, arguments["spot_radius_um"])
     if arguments["threshold"] is None:  # each frame's at most the stack's, from a few frames' maxima pooled
-        mixture, xp = _estimate_threshold(stack, arguments["spot_radius_um"], xp, device)
+        mixture, xp = _estimate_threshold(stack, arguments["spot_radius_um"], xp, device, workers)
         arguments["stack_threshold"] = mixture.threshold
     tables = []
     n_constant = 0

@@ -32,6 +32,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 from scipy.optimize import minimize
@@ -271,8 +272,36 @@ def even_level(levels: np.ndarray, noise_above: np.ndarray, spots_above: np.ndar
     return float(min(levels[noise_wins[-1] + 1], spot_mean))
 
 
+TOO_FINE = "too fine"
+""":func:`threshold_frame_maxima`'s answer where the spot filter is under :data:`tracker.threshold.SMOOTH_SIGMA`
+voxels on an axis: the maxima of such a filter are not fitted, and each frame keeps its own rule."""
+
+
+def threshold_frame_maxima(volume: Any, voxel_size_um: Sequence[float],
+                           spot_radius_um: float | Sequence[float]) -> FrameMaxima | str | None:
+    """One frame's part of :func:`estimate_threshold`: its :func:`frame_maxima`; None for a frame with non-finite
+    values (detection stops on it with a clear error); :data:`TOO_FINE` where the filter is too fine to fit.
+    Frames are independent: :func:`tracker.pipeline.estimate_stack_threshold` runs them on several cores."""
+    from .detect import all_finite, radius_per_axis, spot_sigma_voxels
+
+    if volume.dtype.kind == "f" and not all_finite(volume):
+        return None
+    radius = radius_per_axis(spot_radius_um, volume.shape)
+    filtered = [s for s, n in zip(spot_sigma_voxels(radius, voxel_size_um), volume.shape) if n > 1]
+    if min(filtered, default=SMOOTH_SIGMA) < SMOOTH_SIGMA:
+        return TOO_FINE
+    return frame_maxima(volume, voxel_size_um, radius)
+
+
+def threshold_from_maxima(maxima: Sequence[FrameMaxima | str | None]) -> QualityMixture:
+    """:func:`estimate_threshold`'s fit of the frames' :func:`threshold_frame_maxima` (in frame order)."""
+    if any(isinstance(m, str) for m in maxima):
+        return QualityMixture(None, NOISE_EXCESS, 0.0, float("nan"), float("nan"), 0.0, 0)
+    return fit_quality_mixture([m for m in maxima if m is not None])
+
+
 def estimate_threshold(frames: Iterable, voxel_size_um: Sequence[float],
-                             spot_radius_um: float | Sequence[float]) -> QualityMixture:
+                       spot_radius_um: float | Sequence[float]) -> QualityMixture:
     """The stack's threshold from a few of its frames (:func:`fit_quality_mixture` of their :func:`frame_maxima`).
 
     Parameters
@@ -290,18 +319,12 @@ def estimate_threshold(frames: Iterable, voxel_size_um: Sequence[float],
         ``threshold`` None where the stack shows no spots, or its filter is under
         :data:`tracker.threshold.SMOOTH_SIGMA` voxels on an axis (each frame keeps its own rule there).
     """
-    from .detect import all_finite, radius_per_axis, spot_sigma_voxels
-
     maxima = []
     for volume in frames:
-        if volume.dtype.kind == "f" and not all_finite(volume):
-            continue  # (detection stops on this frame with a clear error)
-        radius = radius_per_axis(spot_radius_um, volume.shape)
-        filtered = [s for s, n in zip(spot_sigma_voxels(radius, voxel_size_um), volume.shape) if n > 1]
-        if min(filtered, default=SMOOTH_SIGMA) < SMOOTH_SIGMA:
-            return QualityMixture(None, NOISE_EXCESS, 0.0, float("nan"), float("nan"), 0.0, 0)
-        maxima.append(frame_maxima(volume, voxel_size_um, radius))
-    return fit_quality_mixture(maxima)
+        maxima.append(threshold_frame_maxima(volume, voxel_size_um, spot_radius_um))
+        if maxima[-1] is TOO_FINE:
+            break
+    return threshold_from_maxima(maxima)
 
 
 def most_evident_scale(volumes: Sequence, voxel_size_um: Sequence[float],

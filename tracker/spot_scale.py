@@ -32,6 +32,7 @@ from scipy.spatial import cKDTree
 
 from .backend import get_array_module, to_numpy
 from .dog import as_float32, dog_filter, expected_noise_maxima, gradient_variance, quality_map
+from .parallel_frames import map_in_order
 from .profile_fit import fit_common_sigma
 from .quality_mixture import most_evident_scale
 
@@ -172,7 +173,7 @@ def estimate_spot_radius(frames: Iterable, voxel_size_um: Sequence[float]) -> Sp
     n_spots = 0
     if samples:
         # Candidates again at the estimated scale (faint spots stand out best at their own), and the fit repeated.
-        samples = [_Sample.find(sample.volume, sigma) for sample in samples]
+        samples = _map(lambda sample: _Sample.find(sample.volume, sigma), samples, samples[0].volume)
         sigma, n_spots = _converge(samples, sigma)
     axes = slice(1, 3) if planar else slice(0, 3)
     if n_spots < MIN_SPOTS or not np.all(np.isfinite(sigma)):
@@ -280,9 +281,12 @@ class _Sample:
     def find(cls, volume, sigma: np.ndarray) -> _Sample:
         shape = volume.shape
         uses = tuple(_split_axis(a, shape) if shape[a] > 1 else -1 for a in range(3))
-        halves = {}
-        for b in dict.fromkeys(u for u in uses if u != -1):
-            halves[b] = [_Half.find(volume, b, parity, sigma) for parity in ((0,) if b is None else (0, 1))]
+        which = [(b, parity) for b in dict.fromkeys(u for u in uses if u != -1)
+                 for parity in ((0,) if b is None else (0, 1))]
+        found = _map(lambda half: _Half.find(volume, *half, sigma), which, volume)
+        halves: dict = {}
+        for (b, _), half in zip(which, found):
+            halves.setdefault(b, []).append(half)
         return cls(volume, halves, uses)
 
 
@@ -293,14 +297,23 @@ def _starting_scale(volume) -> np.ndarray | None:
     several maxima each at too fine a scale, none of them isolated.
     """
     filtered = np.array([n > 1 for n in volume.shape])
-    best = None
-    for scale in STARTING_SCALES:
-        sigma = np.where(filtered, float(scale), 0.0)
+    sigmas = [np.where(filtered, float(scale), 0.0) for scale in STARTING_SCALES]
+
+    def n_isolated(sigma: np.ndarray) -> int:
         coords, quality, _, _ = _bright_maxima(volume, sigma)
-        n_isolated = len(_isolated(coords, quality, sigma, volume.shape)[0])
-        if best is None or n_isolated > best[0]:
-            best = (n_isolated, sigma)
-    return best[1] if best[0] > 0 else None
+        return len(_isolated(coords, quality, sigma, volume.shape)[0])
+
+    counts = _map(n_isolated, sigmas, volume)
+    best = int(np.argmax(counts))  # (the first of equal counts, as a loop would keep it)
+    return sigmas[best] if counts[best] > 0 else None
+
+
+def _map(function, items, volume) -> list:
+    """``function`` of every item, on the CPU's cores for a NumPy ``volume`` (SciPy's filters release the GIL;
+    :func:`tracker.parallel_frames.map_in_order`), one after another on the GPU."""
+    if get_array_module(volume) is np:
+        return map_in_order(function, items)
+    return [function(item) for item in items]
 
 
 def _converge(samples: list[_Sample], sigma: np.ndarray, iterations: int = 8) -> tuple[np.ndarray, int]:

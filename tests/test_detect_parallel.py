@@ -47,7 +47,10 @@ def test_the_same_detections_in_the_same_order_as_serially(frames, serial, worke
                          progress=lambda *report: seen.append(report))
     assert len(np.unique(serial["frame"])) == SHAPE[0]  # (every frame has spots: the order is tested)
     assert_identical(table, serial)
-    assert [(done, total) for _, done, total in seen] == [(t + 1, SHAPE[0]) for t in range(SHAPE[0])]
+    # the threshold's estimate (a step per sampled frame), then detection (a step per frame, in order)
+    sampled = len(pipeline.frames_to_sample(SHAPE[0]))
+    assert seen == ([("estimate", k + 1, sampled) for k in range(sampled)]
+                    + [("detect", t + 1, SHAPE[0]) for t in range(SHAPE[0])])
 
 
 def test_the_estimated_spot_size_and_tracks_as_serially(frames, monkeypatch):
@@ -94,7 +97,7 @@ def test_a_bad_frame_raises_the_serial_error_after_the_frames_before_it(frames):
         seen = []
         with pytest.raises(InputError) as raised:
             detect_stack(as_stack(bad, VOXEL), 0.5, device="cpu", workers=workers,
-                         progress=lambda *report: seen.append(report[1]))
+                         progress=lambda *report: report[0] == "detect" and seen.append(report[1]))
         errors.append(str(raised.value))
         reports.append(seen)
     assert errors[0] == errors[1] and "\n" not in errors[0] and "NaN" in errors[0]

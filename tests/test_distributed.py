@@ -75,9 +75,10 @@ def test_two_workers_give_the_single_process_tracks(stack_path, client, single, 
     assert_same_tables(result.tracks, expected.tracks)
     assert result.spot_scale == expected.spot_scale  # estimated once, on a worker, from the same frames
     assert result.threshold_fit is not None and str(result.threshold_fit) == str(expected.threshold_fit)
+    assert calls[:2] == [("estimate", 1, 2), ("estimate", 2, 2)]  # the spot size, the threshold: a task each
     detect = [call for call in calls if call[0] == "detect"]
     assert detect == [("detect", done, SHAPE[0]) for done in range(1, SHAPE[0] + 1)]
-    assert calls[len(detect)][0] == "link"  # then the linker's stages, on the client
+    assert calls[2 + len(detect)][0] == "link"  # then the linker's stages, on the client
 
 
 def test_tiff_stacks_are_read_by_the_workers_too(stack_path, client, single, tmp_path):

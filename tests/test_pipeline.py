@@ -132,4 +132,4 @@ def test_the_gate_and_the_detection_scale_are_checked_before_their_work(stack, m
     with pytest.raises(InputError, match="--max-displacement 1e\\+09 µm admits about"):
         track_stack(stack, spot_radius_um=(0.8, 0.3, 0.3), max_displacement_um=1e9, device="cpu",
                     progress=lambda *args: calls.append(args))
-    assert {call[0] for call in calls} == {"detect"}  # detected, not linked
+    assert {call[0] for call in calls} == {"estimate", "detect"}  # (the threshold) detected, not linked

@@ -86,17 +86,50 @@ def estimate_stack_spot_scale(stack: Stack, device: str = "auto") -> SpotScale:
     return _estimate_spot_scale(stack, resolve_device(device), device)[0]
 
 
-def _estimate_spot_scale(stack: Stack, xp: Any, device: str) -> tuple[SpotScale, Any]:
+class _EstimateSteps:
+    """``progress(Stage.ESTIMATE, done, total)`` for the estimates of :func:`detect_stack`: a step per frame each
+    estimate samples (``total`` in all), each estimate's steps ending at ``end``."""
+
+    def __init__(self, progress: ProgressCallback | None, total: int):
+        self.progress, self.total, self.done, self.end = progress, total, 0, total
+
+    def begin(self, frames: int) -> None:
+        """An estimate of ``frames`` sampled frames starts (its steps end ``frames`` later)."""
+        self.end = min(self.done + frames, self.total)
+
+    def step(self, to: int | None = None) -> None:
+        """One frame more (or on to ``to``), within the current estimate's steps."""
+        self.done = min(self.done + 1 if to is None else to, self.end)
+        if self.progress is not None:
+            self.progress(Stage.ESTIMATE, self.done, self.total)
+
+
+def _sampled_frames(stack: Stack, xp: Any, sampled: Sequence[int], steps: _EstimateSteps | None):
+    """The frames ``sampled`` as ``xp`` arrays, read one at a time, a step each."""
+    for t in sampled:
+        volume = xp.asarray(stack.frame(t))
+        if steps is not None:
+            steps.step()
+        yield volume
+
+
+def _estimate_spot_scale(stack: Stack, xp: Any, device: str,
+                         steps: _EstimateSteps | None = None) -> tuple[SpotScale, Any]:
     """The spot size on ``xp``'s device, and the array module detection goes on with (NumPy after a GPU
     out-of-memory error with ``device="auto"``, as in :func:`detect_stack`)."""
     sampled = frames_to_sample(stack.n_frames)
+    if steps is not None:
+        steps.begin(len(sampled))
     try:
-        return estimate_spot_radius((xp.asarray(stack.frame(t)) for t in sampled), stack.voxel_size), xp
+        scale = estimate_spot_radius(_sampled_frames(stack, xp, sampled, steps), stack.voxel_size)
     except Exception as error:
         if xp is np or not _gpu_out_of_memory(error):
             raise
         xp = _cpu_after_gpu_out_of_memory(xp, device, stack, sampled[0])
-        return estimate_spot_radius((np.asarray(stack.frame(t)) for t in sampled), stack.voxel_size), xp
+        scale = estimate_spot_radius(_sampled_frames(stack, np, sampled, steps), stack.voxel_size)
+    if steps is not None:
+        steps.step(to=steps.end)  # (the frames it did not need: it stops once it has enough spots)
+    return scale, xp
 
 
 def estimate_stack_threshold(stack: Stack, spot_radius_um: float | Sequence[float],
@@ -108,25 +141,33 @@ def estimate_stack_threshold(stack: Stack, spot_radius_um: float | Sequence[floa
 
 
 def _estimate_threshold(stack: Stack, spot_radius_um: float | Sequence[float], xp: Any, device: str,
-                        workers: int | None = None) -> tuple[QualityMixture, Any]:
+                        workers: int | None = None,
+                        steps: _EstimateSteps | None = None) -> tuple[QualityMixture, Any]:
     """The stack's threshold on ``xp``'s device, and the array module detection goes on with (as
     :func:`_estimate_spot_scale`). On the CPU the sampled frames' maxima are found ``workers`` frames at a time
     (as :func:`detect_stack` detects them): one after another they took half as long as detecting all 30 frames
     of a 32×256×256 stack on two cores."""
     sampled = frames_to_sample(stack.n_frames)
+    if steps is not None:
+        steps.begin(len(sampled))
     if xp is not np:
         try:
-            return estimate_threshold((xp.asarray(stack.frame(t)) for t in sampled), stack.voxel_size,
+            return estimate_threshold(_sampled_frames(stack, xp, sampled, steps), stack.voxel_size,
                                       spot_radius_um), xp
         except Exception as error:
             if not _gpu_out_of_memory(error):
                 raise
             xp = _cpu_after_gpu_out_of_memory(xp, device, stack, sampled[0])
     maxima: list = []
+
+    def done(t: int, frame: Any) -> None:
+        maxima.append(frame)
+        if steps is not None:
+            steps.step()
+
     map_frames_in_order(lambda t: np.asarray(stack.frame(t)),
                         lambda volume, t: threshold_frame_maxima(volume, stack.voxel_size, spot_radius_um),
-                        sampled, frames_in_flight(stack.shape[1:], len(sampled), workers),
-                        lambda t, frame: maxima.append(frame))
+                        sampled, frames_in_flight(stack.shape[1:], len(sampled), workers), done)
     return threshold_from_maxima(maxima), xp
 
 
@@ -156,7 +197,8 @@ def detect_stack(
     detection : DetectionParams, optional
         All of them as one object, instead of the keywords.
     progress : callable, optional
-        ``progress(Stage.DETECT, done, total)`` after each frame, in frame order.
+        ``progress(Stage.ESTIMATE, done, total)`` while the spot size and the threshold are estimated (those
+        not given), then ``progress(Stage.DETECT, done, total)`` after each frame, in frame order.
     workers : int, optional
         The most frames the CPU detects at once (1: one at a time); None: the cores this process may use
         (:func:`tracker._threads.available_cores`), fewer where the frames would not fit in memory
@@ -192,12 +234,14 @@ def _detect_stack(stack: Stack, detection: DetectionParams, progress: ProgressCa
     device = arguments.pop("device")
     xp = resolve_device(device)
     spot_scale = mixture = None
+    estimates = (arguments["spot_radius_um"] is None) + (arguments["threshold"] is None)
+    steps = _EstimateSteps(progress, estimates * len(frames_to_sample(stack.n_frames)))
     if arguments["spot_radius_um"] is None:  # one scale for the whole stack, estimated from a few frames
-        spot_scale, xp = _estimate_spot_scale(stack, xp, device)
+        spot_scale, xp = _estimate_spot_scale(stack, xp, device, steps)
         arguments["spot_radius_um"] = spot_scale.radius_um
     check_detection_scale(stack.shape[1:], stack.voxel_size, arguments["spot_radius_um"])
     if arguments["threshold"] is None:  # each frame's at most the stack's, from a few frames' maxima pooled
-        mixture, xp = _estimate_threshold(stack, arguments["spot_radius_um"], xp, device, workers)
+        mixture, xp = _estimate_threshold(stack, arguments["spot_radius_um"], xp, device, workers, steps)
         arguments["stack_threshold"] = mixture.threshold
     tables = []
     n_constant = 0

@@ -17,6 +17,9 @@ class Stage(str, Enum):
     A ``str`` enum: ``Stage.LINK == "link"``, so callbacks may compare with plain strings.
     """
 
+    ESTIMATE = "estimate"
+    """The spot size and the stack's threshold, those not given, from a few frames: one step per frame sampled for
+    each (the spot size's frames it did not need count as done when it ends)."""
     DETECT = "detect"
     """Spot detection, one step per frame."""
     LINK = "link"
@@ -36,6 +39,7 @@ class Stage(str, Enum):
 
 
 _LABELS = {
+    Stage.ESTIMATE: "Estimating spots",
     Stage.DETECT: "Detecting spots",
     Stage.LINK: "Linking frames",
     Stage.SMOOTH: "Smoothing links",

@@ -96,7 +96,8 @@ def detect_on_cluster(client: Any, source: FrameSource, detection: DetectionPara
     detection : DetectionParams
         As for :func:`tracker.pipeline.detect_stack`.
     progress : callable, optional
-        ``progress(Stage.DETECT, done, total)`` as frames complete (in any order).
+        ``progress(Stage.ESTIMATE, done, total)`` as the spot size and the threshold (those not given) are
+        estimated, then ``progress(Stage.DETECT, done, total)`` as frames complete (in any order).
     frames_per_task : int
         Consecutive frames detected by one task, each next one read during the detection of the one before
         (:data:`GPU_FRAMES_PER_TASK` for GPU workers; 1 for CPU workers).
@@ -162,6 +163,8 @@ def _detect_frames(client: Any, source: FrameSource, detection: DetectionParams,
     stack = source.open()
     arguments = detection.to_dict()
     spot_scale = mixture = None
+    estimates = (arguments["spot_radius_um"] is None) + (arguments["threshold"] is None)
+    estimated = 0  # (each estimate is one task on a worker: one step of Stage.ESTIMATE here)
     if arguments["spot_radius_um"] is None:
         device = arguments["device"]
         future = client.submit(estimate_task, source, device, key=f"tracker-spot-scale-{tokenize(source, device)}",
@@ -169,6 +172,9 @@ def _detect_frames(client: Any, source: FrameSource, detection: DetectionParams,
         spot_scale, messages = _result(future, "estimating the spot size")
         _warn(messages)
         arguments["spot_radius_um"] = spot_scale.radius_um
+        estimated += 1
+        if progress is not None:
+            progress(Stage.ESTIMATE, estimated, estimates)
     check_detection_scale(stack.shape[1:], stack.voxel_size, arguments["spot_radius_um"])
     if arguments["threshold"] is None:  # the stack's threshold, on a worker (as tracker.pipeline.detect_stack)
         radius, device = arguments["spot_radius_um"], arguments["device"]
@@ -177,6 +183,9 @@ def _detect_frames(client: Any, source: FrameSource, detection: DetectionParams,
         mixture, messages = _result(future, "estimating the threshold")
         _warn(messages)
         arguments["stack_threshold"] = mixture.threshold
+        estimated += 1
+        if progress is not None:
+            progress(Stage.ESTIMATE, estimated, estimates)
     token = tokenize(source, sorted(arguments.items()))
     runs = [range(start, min(start + frames_per_task, stack.n_frames))
             for start in range(0, stack.n_frames, frames_per_task)]

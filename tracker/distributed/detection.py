@@ -164,28 +164,29 @@ def _detect_frames(client: Any, source: FrameSource, detection: DetectionParams,
     arguments = detection.to_dict()
     spot_scale = mixture = None
     estimates = (arguments["spot_radius_um"] is None) + (arguments["threshold"] is None)
-    estimated = 0  # (each estimate is one task on a worker: one step of Stage.ESTIMATE here)
-    if arguments["spot_radius_um"] is None:
-        device = arguments["device"]
-        future = client.submit(estimate_task, source, device, key=f"tracker-spot-scale-{tokenize(source, device)}",
-                               pure=True)
-        spot_scale, messages = _result(future, "estimating the spot size")
+    estimated = 0
+
+    def estimate(task: Any, what: str, key: str, *args: Any) -> Any:
+        """``task(*args)`` on a worker, its warnings here; one step of Stage.ESTIMATE."""
+        nonlocal estimated
+        result, messages = _result(client.submit(task, *args, key=key, pure=True), what)
         _warn(messages)
-        arguments["spot_radius_um"] = spot_scale.radius_um
         estimated += 1
         if progress is not None:
             progress(Stage.ESTIMATE, estimated, estimates)
+        return result
+
+    if arguments["spot_radius_um"] is None:
+        device = arguments["device"]
+        spot_scale = estimate(estimate_task, "estimating the spot size",
+                              f"tracker-spot-scale-{tokenize(source, device)}", source, device)
+        arguments["spot_radius_um"] = spot_scale.radius_um
     check_detection_scale(stack.shape[1:], stack.voxel_size, arguments["spot_radius_um"])
     if arguments["threshold"] is None:  # the stack's threshold, on a worker (as tracker.pipeline.detect_stack)
         radius, device = arguments["spot_radius_um"], arguments["device"]
-        future = client.submit(threshold_task, source, radius, device, pure=True,
-                               key=f"tracker-stack-threshold-{tokenize(source, radius, device)}")
-        mixture, messages = _result(future, "estimating the threshold")
-        _warn(messages)
+        mixture = estimate(threshold_task, "estimating the threshold",
+                           f"tracker-stack-threshold-{tokenize(source, radius, device)}", source, radius, device)
         arguments["stack_threshold"] = mixture.threshold
-        estimated += 1
-        if progress is not None:
-            progress(Stage.ESTIMATE, estimated, estimates)
     token = tokenize(source, sorted(arguments.items()))
     runs = [range(start, min(start + frames_per_task, stack.n_frames))
             for start in range(0, stack.n_frames, frames_per_task)]

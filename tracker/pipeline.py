@@ -104,12 +104,11 @@ class _EstimateSteps:
             self.progress(Stage.ESTIMATE, self.done, self.total)
 
 
-def _sampled_frames(stack: Stack, xp: Any, sampled: Sequence[int], steps: _EstimateSteps | None):
+def _sampled_frames(stack: Stack, xp: Any, sampled: Sequence[int], steps: _EstimateSteps):
     """The frames ``sampled`` as ``xp`` arrays, read one at a time, a step each."""
     for t in sampled:
         volume = xp.asarray(stack.frame(t))
-        if steps is not None:
-            steps.step()
+        steps.step()
         yield volume
 
 
@@ -118,8 +117,8 @@ def _estimate_spot_scale(stack: Stack, xp: Any, device: str,
     """The spot size on ``xp``'s device, and the array module detection goes on with (NumPy after a GPU
     out-of-memory error with ``device="auto"``, as in :func:`detect_stack`)."""
     sampled = frames_to_sample(stack.n_frames)
-    if steps is not None:
-        steps.begin(len(sampled))
+    steps = steps or _EstimateSteps(None, len(sampled))
+    steps.begin(len(sampled))
     try:
         scale = estimate_spot_radius(_sampled_frames(stack, xp, sampled, steps), stack.voxel_size)
     except Exception as error:
@@ -127,8 +126,7 @@ def _estimate_spot_scale(stack: Stack, xp: Any, device: str,
             raise
         xp = _cpu_after_gpu_out_of_memory(xp, device, stack, sampled[0])
         scale = estimate_spot_radius(_sampled_frames(stack, np, sampled, steps), stack.voxel_size)
-    if steps is not None:
-        steps.step(to=steps.end)  # (the frames it did not need: it stops once it has enough spots)
+    steps.step(to=steps.end)  # (the frames it did not need: it stops once it has enough spots)
     return scale, xp
 
 
@@ -148,8 +146,8 @@ def _estimate_threshold(stack: Stack, spot_radius_um: float | Sequence[float], x
     (as :func:`detect_stack` detects them): one after another they took half as long as detecting all 30 frames
     of a 32×256×256 stack on two cores."""
     sampled = frames_to_sample(stack.n_frames)
-    if steps is not None:
-        steps.begin(len(sampled))
+    steps = steps or _EstimateSteps(None, len(sampled))
+    steps.begin(len(sampled))
     if xp is not np:
         try:
             return estimate_threshold(_sampled_frames(stack, xp, sampled, steps), stack.voxel_size,
@@ -162,8 +160,7 @@ def _estimate_threshold(stack: Stack, spot_radius_um: float | Sequence[float], x
 
     def done(t: int, frame: Any) -> None:
         maxima.append(frame)
-        if steps is not None:
-            steps.step()
+        steps.step()
 
     map_frames_in_order(lambda t: np.asarray(stack.frame(t)),
                         lambda volume, t: threshold_frame_maxima(volume, stack.voxel_size, spot_radius_um),

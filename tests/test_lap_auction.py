@@ -84,6 +84,15 @@ def war_of_ties(n_rows=3, n_cols=2):
     return rows, cols, np.full(rows.size, 0.3), np.full(n_rows, 10.25), np.full(n_cols, 10.25)
 
 
+def test_emulated_claim_breaks_ties_by_index():
+    # equal offers for one column: the lowest index wins whatever the order they come in (the kernel's nominate)
+    for order in ([2, 0, 1], [1, 2, 0], [0, 1, 2]):
+        ws = gated_auction._Workspace(np, 3, 1)
+        offers = {x: {0: (0, -5, 5, 1), 1: (0, -4, 4, 1), 2: (0, -5, 5, 1)}[x] for x in order}
+        following = gated_auction._claim(ws, offers, forward=True)
+        assert ws.owner[0] == 0 and ws.price[0] == 5 and sorted(following) == [1, 2]
+
+
 def test_emulated_asymmetric_form_on_tracking_costs():
     rows, cols, cost, shape, un = geometric_gated(1500, 0.5, seed=4)
     row_un, col_un = np.full(shape[0], un), np.full(shape[1], un)
@@ -546,6 +555,26 @@ def test_gated_grid_round_updates(gu_grid, small, step, integer, monkeypatch):
     monkeypatch.setattr(gated_auction, "SMALL", small)
     assert_generous_gate_exact(step, int(step * 10) + integer + gu_grid, integer)
     assert gated_auction.LAST_STATS["global_updates"] > 0
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("instance", ["war of ties", "integer generous gate"])
+def test_gated_auction_gives_the_same_assignment_on_every_run(instance):
+    # tied costs have several optima: equal offers go to the lowest index, so every run picks the same one
+    if instance == "war of ties":
+        rows, cols, cost, row_un, col_un = war_of_ties(40, 30)
+    else:
+        rows, cols, cost, shape, un = generous_gate_instance(10000, 0.5, seed=3)
+        cost, un = np.round(cost * 2), float(np.round(un * 2))
+        row_un, col_un = np.full(shape[0], un), np.full(shape[1], un)
+    shape = (len(row_un), len(col_un))
+    first = lap.solve_gated(rows, cols, cost, shape, row_un, col_un, solver="auction")
+    for _ in range(4):
+        again = lap.solve_gated(rows, cols, cost, shape, row_un, col_un, solver="auction")
+        np.testing.assert_array_equal(again[0], first[0])
+        np.testing.assert_array_equal(again[1], first[1])
+    got, ref = check_gated(rows, cols, cost, shape, row_un, col_un)
+    assert got == ref
 
 
 @pytest.mark.gpu

@@ -26,8 +26,10 @@
 // At the end of every phase all rows are assigned, eps-CS holds and unmatched columns have price 0: the
 // assignment is within n * eps of the optimum.
 //
-// Conflicts in a Jacobi round: forward, the highest bid for a column wins (atomicMax, then atomicCAS on the
-// winner); reverse, the lowest resulting value for a row (atomicMin, then atomicCAS).
+// Conflicts in a Jacobi round: forward, the highest bid for a column wins (atomicMax), reverse, the lowest
+// resulting value for a row (atomicMin); among equal offers the lowest index (nominate, then claim), and the
+// Gauss-Seidel tail takes its bidders by index: the same input gives the same assignment on every run, tied
+// costs included.
 
 #include <cooperative_groups.h>
 
@@ -246,18 +248,32 @@ __device__ void rev_bid(const Prob& p, const State& s, const int* list, int coun
 
 // ------------------------------------------------------- claims (both ways) ---
 
-// The conflicts of a Jacobi round, one thread per listed entry (forward: rows bidding for columns; reverse:
-// stale columns bidding for rows). Forward, the highest bid of each column wins it and its owner is evicted;
-// reverse, the lowest resulting value of each row wins it and the column it leaves is stale again if its
-// price is > 0. Losers and the evicted are listed for the next round. The loop is warp-uniform
-// (warp_append uses full masks).
+// The conflicts of a Jacobi round, in two steps with a barrier between them. nominate: every listed entry whose
+// offer is its target's best (forward: the highest bid for a column; reverse: the lowest resulting value for a
+// row) puts itself forward, and the LOWEST index among equal best offers is kept (atomicMax of `bound - x`, the
+// winner at rest being -1): which of several equal offers wins no longer depends on the order of the atomics,
+// so tied costs give the same assignment on every run. claim: the nominated entry takes its target (forward:
+// the column's owner is evicted; reverse: the column the row leaves is stale again if its price is > 0); the
+// others, and the evicted, are listed for the next round. One thread per listed entry; the loop is
+// warp-uniform (warp_append uses full masks).
 template <bool FWD>
-__device__ void claim(const State& s, const int* list, int count, int* next, int* next_count, int tid,
-                      int nthreads) {
+__device__ void nominate(const State& s, const int* list, int count, int bound, int tid, int nthreads) {
     const int* target = FWD ? s.target : s.rtarget;
     const i64* offer = FWD ? s.bid : s.rval;
     const u64* best = FWD ? s.col_bid : s.row_bid;
     int* winner = FWD ? s.winner : s.row_winner;
+    for (int t = tid; t < count; t += nthreads) {
+        const int x = list[t];
+        const int y = target[x];
+        if (y >= 0 && (u64)offer[x] == best[y]) atomicMax(&winner[y], bound - x);
+    }
+}
+
+template <bool FWD>
+__device__ void claim(const State& s, const int* list, int count, int* next, int* next_count, int bound, int tid,
+                      int nthreads) {
+    const int* target = FWD ? s.target : s.rtarget;
+    const int* winner = FWD ? s.winner : s.row_winner;
     const int lane = threadIdx.x & 31;
     for (int base = tid - lane; base < count; base += nthreads) {
         const int t = base + lane;
@@ -267,7 +283,7 @@ __device__ void claim(const State& s, const int* list, int count, int* next, int
             x = list[t];
             const int y = target[x];
             if (y >= 0) {
-                if ((u64)offer[x] == best[y] && atomicCAS(&winner[y], -1, x) == -1) {
+                if (winner[y] == bound - x) {
                     const int i = FWD ? x : y, j = FWD ? y : x;
                     old = FWD ? s.owner[j] : s.assigned[i];
                     s.owner[j] = i;
@@ -364,6 +380,15 @@ __device__ int gauss_seidel(const Prob& p, const State& s, int* list, int* count
     const int lane = threadIdx.x & 31;
     int n_queued = *(volatile int*)count;
     for (int t = lane; t < n_queued; t += 32) queue[t] = list[t];
+    __syncwarp();
+    if (lane == 0) {  // by index: the list's order comes from atomics, and one bid at a time depends on it
+        for (int a = 1; a < n_queued; ++a) {
+            const int x = queue[a];
+            int b = a;
+            for (; b > 0 && queue[b - 1] > x; --b) queue[b] = queue[b - 1];
+            queue[b] = x;
+        }
+    }
     __syncwarp();
     int head = 0;
     while (n_queued > 0 && it < max_rounds) {
@@ -512,6 +537,7 @@ template <bool FORWARD>
 __device__ void block_rounds(const Prob& p, const State& s, i64 eps, int gs_rows, int finish, int limit,
                              int& parity, int& rounds) {
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, nw = blockDim.x >> 5;
+    const int bound = FORWARD ? p.n : p.m;  // (nominate: above every listed index)
     while (rounds < limit) {
         const int count = *(volatile int*)&s.counts[parity];
         if (count == 0 || *(volatile int*)&s.counts[C_ERROR]) break;
@@ -536,7 +562,9 @@ __device__ void block_rounds(const Prob& p, const State& s, i64 eps, int gs_rows
         if (FORWARD) fwd_bid(p, s, cur, count, eps, warp, nw, lane);
         else rev_bid(p, s, cur, count, eps, warp, nw, lane);
         __syncthreads();
-        claim<FORWARD>(s, cur, count, nxt, &s.counts[1 - parity], tid, blockDim.x);
+        nominate<FORWARD>(s, cur, count, bound, tid, blockDim.x);
+        __syncthreads();
+        claim<FORWARD>(s, cur, count, nxt, &s.counts[1 - parity], bound, tid, blockDim.x);
         __syncthreads();
         reset_bids<FORWARD>(s, cur, count, tid, blockDim.x);
         __syncthreads();
@@ -555,6 +583,7 @@ __device__ void stage(cg::grid_group& g, const Prob& p, const State& s, i64 eps,
     const int gtid = blockIdx.x * blockDim.x + threadIdx.x, nthreads = gridDim.x * blockDim.x;
     const int lane = threadIdx.x & 31, gwarp = gtid >> 5, nwarps = nthreads >> 5;
     int parity = 0, rounds = 0, grid_rounds = 0;
+    const int bound = FORWARD ? p.n : p.m;  // (nominate: above every listed index)
     while (true) {
         while (true) {
             const int count = *(volatile int*)&s.counts[parity];
@@ -565,7 +594,9 @@ __device__ void stage(cg::grid_group& g, const Prob& p, const State& s, i64 eps,
             if (FORWARD) fwd_bid(p, s, cur, count, eps, gwarp, nwarps, lane);
             else rev_bid(p, s, cur, count, eps, gwarp, nwarps, lane);
             g.sync();
-            claim<FORWARD>(s, cur, count, nxt, &s.counts[1 - parity], gtid, nthreads);
+            nominate<FORWARD>(s, cur, count, bound, gtid, nthreads);
+            g.sync();
+            claim<FORWARD>(s, cur, count, nxt, &s.counts[1 - parity], bound, gtid, nthreads);
             g.sync();
             reset_bids<FORWARD>(s, cur, count, gtid, nthreads);
             g.sync();

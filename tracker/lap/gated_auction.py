@@ -430,13 +430,14 @@ class _Emulated:
 
 
 def _claim(ws: _Workspace, offers: dict, forward: bool) -> list:
-    """The conflicts of a Jacobi round (the kernel's ``claim``): ``offers[x] = (y, key, price, cost)``, forward
-    from row ``x`` for column ``y`` (key: minus the bid), reverse from stale column ``x`` for row ``y`` (key: the
-    row's resulting value); the first lowest key for each ``y`` wins (list order), ``y``'s column takes the
-    price and the row the edge cost. Returns the losers and the evicted rows / the columns left stale."""
+    """The conflicts of a Jacobi round (the kernel's ``nominate`` and ``claim``): ``offers[x] = (y, key, price,
+    cost)``, forward from row ``x`` for column ``y`` (key: minus the bid), reverse from stale column ``x`` for row
+    ``y`` (key: the row's resulting value); the lowest key for each ``y`` wins, the lowest ``x`` among equal
+    keys; ``y``'s column takes the price and the row the edge cost. Returns the losers and the evicted rows /
+    the columns left stale."""
     best = {}
     for x, (y, key, _, _) in offers.items():
-        if y not in best or key < offers[best[y]][1]:
+        if y not in best or (key, x) < (offers[best[y]][1], best[y]):
             best[y] = x
     following = []
     for x, (y, _, price, cost) in offers.items():

@@ -52,7 +52,7 @@ def main(argv=None) -> int:
     device = cupy.cuda.runtime.getDeviceProperties(0)["name"].decode()
     lines = [f"Device: {device}", "",
              "| nodes | f | cand/row | setting | time | objective | exact | phases | fwd rounds (grid) | "
-             "rev rounds (grid) | fwd / rev paths | global updates (rounds) |",
+             "rev rounds (grid) | fwd / rev paths | global updates (rounds; buckets) |",
              "|---:|---:|---:|---|---:|---:|:---:|---:|---|---|---|---|"]
     phase_tables = []
     print("\n".join(lines), flush=True)
@@ -100,13 +100,14 @@ def main(argv=None) -> int:
                          f"{st.get('forward_rounds')} ({st.get('forward_grid_rounds')}) | "
                          f"{st.get('reverse_rounds')} ({st.get('reverse_grid_rounds')}) | "
                          f"{st.get('forward_paths')} / {st.get('reverse_paths')} | "
-                         f"{st.get('global_updates')} ({st.get('global_update_rounds')}) |")
+                         f"{st.get('global_updates')} ({st.get('global_update_rounds')}; {st.get('global_update_buckets')}) |")
             print(lines[-1], flush=True)
             if args.phases and st.get("per_phase"):
                 rows = [f"Per phase, {n:,} nodes, f = {step}, {text}:", "",
                         "| eps | released | fwd rounds | of which grid | fwd paths | stale | rev rounds | "
-                        "of which grid | rev paths | fwd labelled | rev labelled | updates | update rounds | ms |",
-                        "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+                        "of which grid | rev paths | fwd labelled | rev labelled | updates | update rounds | stages ms "
+                        "(device) | of which updates | of which block 0 | ms |",
+                        "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
                 rows += ["| " + " | ".join(str(v) for v in ph) + " |" for ph in st["per_phase"]]
                 phase_ms = sum(ph[-1] for ph in st["per_phase"])
                 rows += ["", f"Where the time of the last run went (host timers, ms): total {times[-1] * 1e3:.1f}; "

@@ -52,7 +52,7 @@ def main(argv=None) -> int:
     device = cupy.cuda.runtime.getDeviceProperties(0)["name"].decode()
     lines = [f"Device: {device}", "",
              "| nodes | f | cand/row | setting | time | objective | exact | phases | fwd rounds (grid) | "
-             "rev rounds (grid) | fwd / rev paths | global updates (rounds; buckets) |",
+             "rev rounds (grid) | fwd / rev paths | global updates (rounds) |",
              "|---:|---:|---:|---|---:|---:|:---:|---:|---|---|---|---|"]
     phase_tables = []
     print("\n".join(lines), flush=True)
@@ -100,7 +100,7 @@ def main(argv=None) -> int:
                          f"{st.get('forward_rounds')} ({st.get('forward_grid_rounds')}) | "
                          f"{st.get('reverse_rounds')} ({st.get('reverse_grid_rounds')}) | "
                          f"{st.get('forward_paths')} / {st.get('reverse_paths')} | "
-                         f"{st.get('global_updates')} ({st.get('global_update_rounds')}; {st.get('global_update_buckets')}) |")
+                         f"{st.get('global_updates')} ({st.get('global_update_rounds')}) |")
             print(lines[-1], flush=True)
             if args.phases and st.get("per_phase"):
                 rows = [f"Per phase, {n:,} nodes, f = {step}, {text}:", "",

@@ -184,25 +184,10 @@ def test_emulated_grid_round_updates_match_scipy(step, gu_grid, gu_rounds, integ
     assert gated_auction.LAST_STATS["global_updates"] > 0
 
 
-@pytest.mark.parametrize("gu_delta, gu_cap, gu_grid", [(1, 64, 0), (4, 64, 2), (1, 0, 0), (16, 16, 1)])
-@pytest.mark.parametrize("step", [0.5, 0.7])
-@pytest.mark.parametrize("integer", [False, True])
-def test_emulated_bucketed_updates_match_scipy(step, gu_delta, gu_cap, gu_grid, integer, monkeypatch):
-    # the forward updates' buckets (GU_DELTA), which stop once every bidder is within a bucket: exact
-    monkeypatch.setattr(gated_auction, "GU_DELTA", gu_delta)
-    monkeypatch.setattr(gated_auction, "GU_CAP", gu_cap)
-    monkeypatch.setattr(gated_auction, "GU_GRID_ROUNDS", gu_grid)
-    monkeypatch.setattr(gated_auction, "SMALL", 16)
-    monkeypatch.setattr(gated_auction, "FIRST_TRY_ROUNDS", 0)
-    assert_emulated_generous_gate_exact(300, step, int(step * 10) + 7 * integer + gu_delta, integer)
-    assert gated_auction.LAST_STATS["global_updates"] > 0
-
-
 @settings(max_examples=150, deadline=None)
 @given(sparse_graphs(max_size=8), st.booleans(), st.sampled_from([1, 3]), st.sampled_from([0, 1, 16]),
-       st.booleans(), st.sampled_from([0, 1, 2]), st.sampled_from([0, 1, 4]))
-def test_emulated_global_updates_on_random_gated_problems(graph, integer, gu_rounds, gu_cap, reverse, gu_grid,
-                                                          gu_delta):
+       st.booleans(), st.sampled_from([0, 1, 2]))
+def test_emulated_global_updates_on_random_gated_problems(graph, integer, gu_rounds, gu_cap, reverse, gu_grid):
     # forbidden entries (missing edges), rectangular shapes, integer and float costs, per-row no-link costs
     mask, weights = graph
     rows, cols = np.nonzero(mask)
@@ -214,10 +199,10 @@ def test_emulated_global_updates_on_random_gated_problems(graph, integer, gu_rou
     row_un, col_un = rng.random(n) * 8, rng.random(m) * 8
     if integer:
         cost, row_un, col_un = np.round(cost), np.round(row_un), np.round(col_un)
-    names = ("GU_ROUNDS", "GU_CAP", "GU_REVERSE", "FIRST_TRY_ROUNDS", "SMALL", "GU_GRID_ROUNDS", "GU_DELTA")
+    names = ("GU_ROUNDS", "GU_CAP", "GU_REVERSE", "FIRST_TRY_ROUNDS", "SMALL", "GU_GRID_ROUNDS")
     saved = [getattr(gated_auction, name) for name in names]
     try:
-        for name, value in zip(names, (gu_rounds, gu_cap, reverse, 0, 2, gu_grid, gu_delta)):
+        for name, value in zip(names, (gu_rounds, gu_cap, reverse, 0, 2, gu_grid)):
             setattr(gated_auction, name, value)
         got_r, got_c = auction.solve_gated(n, m, rows, cols, cost, row_un, col_un, emulate=True)
     finally:
@@ -229,8 +214,8 @@ def test_emulated_global_updates_on_random_gated_problems(graph, integer, gu_rou
                                rtol=1e-9, atol=1e-9)
 
 
-@pytest.mark.parametrize("forward, delta", [(True, None), (False, None), (True, 1), (True, 8)])
-def test_emulated_global_update_keeps_eps_cs(forward, delta, monkeypatch):
+@pytest.mark.parametrize("forward", [True, False])
+def test_emulated_global_update_keeps_eps_cs(forward):
     # after a phase at the second eps, one global update: every assigned row still within eps of its best
     # option, unowned columns keep their prices, and prices only rise (forward) / fall and stay >= 0 (reverse)
     rows, cols, cost, shape, un = generous_gate_instance(300, 0.5, seed=11)
@@ -243,18 +228,10 @@ def test_emulated_global_update_keeps_eps_cs(forward, delta, monkeypatch):
     kern = gated_auction._Emulated()
     eps = gated_auction.eps_schedule(max_cost)[1]
     kern.phase(prob, ws, 1, True, 50, tail=False, finish=0)
-    bidders = []
-    if delta is None:
-        kern.phase(prob, ws, eps, False, 10**6, tail=True, finish=0)
-    else:  # bidders left: the phase stops with at most SMALL of them free (buckets stop by their reach)
-        monkeypatch.setattr(gated_auction, "SMALL", 40)
-        kern.phase(prob, ws, eps, False, 10**6, tail=False, finish=0)
-        bidders = [int(i) for i in np.flatnonzero(ws.assigned == -1)]
-        assert bidders
+    kern.phase(prob, ws, eps, False, 10**6, tail=True, finish=0)
     before = ws.price.copy()
     free = ws.owner < 0
-    gated_auction.global_update(prob, ws, 64 * eps, forward=forward, bidders=bidders,
-                                delta=delta * eps if delta else gated_auction.INF64)
+    gated_auction.global_update(prob, ws, forward=forward)
     assert (ws.price[free] == before[free]).all() and (ws.price != before).any()
     assert (ws.price >= before).all() if forward else ((ws.price <= before).all() and (ws.price >= 0).all())
     for i in range(n):
@@ -566,21 +543,6 @@ def test_gated_global_update_settings(gu_rounds, gu_cap, small, reverse, step, i
     assert_generous_gate_exact(step, int(step * 10) + integer, integer)
     if step == 0.5 and small > 0:  # (with SMALL = 0 the grid rounds run to the end: no tail, no update)
         assert gated_auction.LAST_STATS["global_updates"] > 0
-
-
-@pytest.mark.gpu
-@pytest.mark.parametrize("gu_delta, gu_cap, gu_grid", [(1, 64, 256), (4, 64, 16), (1, 0, 0), (16, 64, 1),
-                                                       (32, 64, 256)])
-@pytest.mark.parametrize("step", [0.3, 0.5])
-@pytest.mark.parametrize("integer", [False, True])
-def test_gated_bucketed_updates(gu_delta, gu_cap, gu_grid, step, integer, monkeypatch):
-    # the forward updates' buckets (GU_DELTA), which stop once every bidder is within one
-    monkeypatch.setattr(gated_auction, "GU_DELTA", gu_delta)
-    monkeypatch.setattr(gated_auction, "GU_CAP", gu_cap)
-    monkeypatch.setattr(gated_auction, "GU_GRID_ROUNDS", gu_grid)
-    assert_generous_gate_exact(step, int(step * 10) + integer + 3 * gu_delta, integer)
-    if step == 0.5:
-        assert gated_auction.LAST_STATS["global_update_buckets"] > 0
 
 
 @pytest.mark.gpu

@@ -68,13 +68,10 @@ typedef unsigned long long u64;
 #define C_GF 16     // 16, 17, 18: the three rotating frontier counts of a global update
 #define C_PARITY 19 // block 0's list parity and rounds, for the grid after a stretch of block rounds
 #define C_BROUNDS 20
-#define C_TSTAGE 21 // microseconds of the stages (globaltimer of thread 0), of which global updates and
-#define C_TGU 22    // block 0's stretches of rounds (the rest: grid-wide rounds)
+#define C_TSTAGE 21 // microseconds of the stages (thread 0's GPU clock), of which global updates and block 0's
+#define C_TGU 22    // stretches of rounds (the rest: grid-wide rounds)
 #define C_TBLOCK 23
-#define C_FAR 24    // 24, 25: the two far piles' counts of a global update's buckets (by parity)
-#define C_GUFAIL 26 // 26, 27: bidders not yet within a bucket's bound (by the bucket's parity)
-#define C_GUBKT 28  // buckets the forward global updates went through (summed)
-#define N_COUNTS 29
+#define N_COUNTS 24
 
 struct Prob {
     int n, m;
@@ -97,10 +94,6 @@ struct State {
     // frontier flags (-1 at rest), labelled nodes, two frontiers, the path found (rows, targets, costs)
     i64 *dist, *pcost;
     int *lround, *inq, *touched, *front0, *front1, *prow, *ptarget;
-    // the global update's buckets: bidders' reach and best values, the least far label (two slots), the far
-    // piles and their flags (-1 at rest)
-    i64 *rowd, *rowb1, *gumin;
-    int *far0, *far1, *farq;
 };
 
 __device__ __forceinline__ State carve(i64* ws64, int* ws32, int n, int m) {
@@ -134,12 +127,6 @@ __device__ __forceinline__ State carve(i64* ws64, int* ws32, int n, int m) {
     s.front1 = s.front0 + L;
     s.prow = s.front1 + L;
     s.ptarget = s.prow + L + 1;
-    s.rowd = s.pcost + L + 1;
-    s.rowb1 = s.rowd + n;
-    s.gumin = s.rowb1 + n;
-    s.far0 = s.ptarget + L + 1;
-    s.far1 = s.far0 + L;
-    s.farq = s.far1 + L;
     return s;
 }
 
@@ -466,25 +453,13 @@ __device__ int gauss_seidel(const Prob& p, const State& s, int* list, int* count
 // frontier (warp per node, its edges by the CSC forward, the CSR reverse), grid-wide; the labels live in the
 // finisher's dist/inq/front arrays (left at rest: INF64 / -1). (Small frontiers in block 0 alone, block
 // barriers instead of grid ones, were tried: no gain on the H100, lap_generous_h100.md.)
-//
-// Buckets (forward, delta < cap; Goldberg & Kennedy stop their update once every excess node is labelled):
-// the rounds settle the labels below a bound T (delta first), lowered labels at or above T wait in a far pile;
-// once no label below T moves, those labels are final (Dijkstra's invariant). If every bidder (free row x) is
-// then within T, D(x) = min(priv_x, min_k cost(x, k) + price[k] + dist(k)) - best_x < T, the update stops and
-// every label is min(dist, T): the cap argument with cap = T, and the bidders' shortest paths to the exits
-// are all below T, so nothing beyond them was worth labelling. Otherwise T moves to the end of the bucket of
-// the least label left (a multiple of delta) and the far pile's labels below it start the next rounds.
-// Without buckets the rounds run until no label moves (the far pile stays empty).
 
 // One label-correcting round of a global update over the frontier of `round` (warps w, w + nwarps, ...):
 // every edge out of a frontier node that lowers its target's label below the cap lowers it and lists the
-// target (once) in the next frontier, or in the far pile of `far_par` when the label is T or more. With
-// `track`, a free row of a frontier column keeps its reach (rowd). `leader` resets the count that the round
-// after next appends to.
+// target (once) in the next frontier. `leader` resets the count that the round after next appends to.
 template <bool FWD>
-__device__ __forceinline__ void relax_frontier(const Prob& p, const State& s, i64 cap, i64 T, bool track,
-                                               int round, int far_par, int warp, int nwarps, int lane,
-                                               bool leader) {
+__device__ __forceinline__ void relax_frontier(const Prob& p, const State& s, i64 cap, int round, int warp,
+                                               int nwarps, int lane, bool leader) {
     const i64* ptr = FWD ? p.cptr : p.indptr;
     const int* other = FWD ? p.crows : p.cols;
     const i64* edge = FWD ? p.ccost : p.cost;
@@ -492,8 +467,6 @@ __device__ __forceinline__ void relax_frontier(const Prob& p, const State& s, i6
     const int* cur = (round & 1) ? s.front1 : s.front0;
     int* nxt = (round & 1) ? s.front0 : s.front1;
     int* nxt_count = &s.counts[C_GF + (round + 1) % 3];
-    int* far = far_par ? s.far1 : s.far0;
-    int* far_count = &s.counts[C_FAR + far_par];
     if (leader) s.counts[C_GF + (round + 2) % 3] = 0;  // read last round, appended to next round
     for (int t = warp; t < cnt; t += nwarps) {
         const int k = cur[t];
@@ -504,50 +477,22 @@ __device__ __forceinline__ void relax_frontier(const Prob& p, const State& s, i6
             // forward: row x of column k, its column v; reverse: column x of row k, its owner v
             const int x = other[q];
             const int v = FWD ? s.assigned[x] : s.owner[x];
-            if (FWD && track && v == FREE) {  // a bidder reaches the exits through k
-                const i64 reach = dk + edge[q] + base;
-                if (reach < *(volatile i64*)&s.rowd[x]) atomicMin((long long*)&s.rowd[x], (long long)reach);
-                continue;
-            }
             if (v < 0 || v == k) continue;
             const i64 r = FWD ? edge[q] + base - (s.acost[x] + s.price[v]) : edge[q] + s.price[x] + base;
             const i64 nd = dk + clip0(r);
             if (nd < cap && nd < *(volatile i64*)&s.dist[v]) {
                 const i64 old = atomicMin((long long*)&s.dist[v], (long long)nd);
-                if (nd < old) {
-                    if (nd < T) {
-                        if (atomicExch(&s.inq[v], round) != round) nxt[atomicAdd(nxt_count, 1)] = v;
-                    } else if (atomicExch(&s.farq[v], 1) != 1) {
-                        far[atomicAdd(far_count, 1)] = v;
-                    }
-                }
+                if (nd < old && atomicExch(&s.inq[v], round) != round) nxt[atomicAdd(nxt_count, 1)] = v;
             }
         }
     }
 }
 
-// A global update (see above). bidders: the stage's listed rows (forward) or stale columns (reverse); delta:
-// the buckets' width (delta >= cap: none; never in reverse).
 template <bool FWD>
-__device__ void global_update(cg::grid_group& g, const Prob& p, const State& s, i64 cap, i64 delta,
-                              const int* bidders, int nb) {
+__device__ void global_update(cg::grid_group& g, const Prob& p, const State& s, i64 cap) {
     const int gtid = blockIdx.x * blockDim.x + threadIdx.x, nthreads = gridDim.x * blockDim.x;
     const int lane = threadIdx.x & 31, gwarp = gtid >> 5, nwarps = nthreads >> 5;
     const int N = FWD ? p.m : p.n;
-    const bool buckets = FWD && delta < cap;
-    i64 T = buckets ? delta : cap;
-    if (buckets) {  // the bidders' best values (their reach starts at their private option)
-        for (int t = gwarp; t < nb; t += nwarps) {
-            const int x = bidders[t];
-            i64 b1, b2;
-            int j1;
-            row_best(p, s.price, x, lane, b1, j1, b2);
-            if (lane == 0) {
-                s.rowb1[x] = b1;
-                s.rowd[x] = p.priv[x];
-            }
-        }
-    }
     for (int v = gtid; v < N; v += nthreads) {
         i64 d = INF64;
         if (FWD) {
@@ -561,105 +506,30 @@ __device__ void global_update(cg::grid_group& g, const Prob& p, const State& s, 
         }
         d = d < cap ? d : cap;
         if (d < INF64) s.dist[v] = d;
-        if (d < T) {
-            s.front0[atomicAdd(&s.counts[C_GF], 1)] = v;
-        } else if (d < cap) {
-            s.farq[v] = 1;
-            s.far0[atomicAdd(&s.counts[C_FAR], 1)] = v;
-        }
+        if (d < cap) s.front0[atomicAdd(&s.counts[C_GF], 1)] = v;
     }
     g.sync();
-    int round = 0, far_par = 0, bucket = 0;
-    i64 T_final = cap;
-    while (true) {
-        while (*(volatile int*)&s.counts[C_GF + round % 3] > 0) {
-            relax_frontier<FWD>(p, s, cap, T, buckets, round, far_par, gwarp, nwarps, lane, gtid == 0);
-            g.sync();
-            ++round;
-        }
-        if (!buckets) break;
-        // no label below T moves: they are final. Bidders not yet within T, and the least label left (slots
-        // by the bucket's parity: the other pair is reset below, after everyone has read it last bucket)
-        const int slot = bucket & 1;
-        const int nfar = *(volatile int*)&s.counts[C_FAR + far_par];
-        const int* far = far_par ? s.far1 : s.far0;
-        for (int t = gtid; t < nb; t += nthreads) {
-            const int x = bidders[t];
-            const i64 dx = *(volatile i64*)&s.rowd[x];
-            if (dx >= INF64 || dx - s.rowb1[x] >= T) atomicAdd(&s.counts[C_GUFAIL + slot], 1);
-        }
-        i64 least = INF64;
-        for (int t = gtid; t < nfar; t += nthreads) {
-            const i64 d = *(volatile i64*)&s.dist[far[t]];
-            if (d >= T && d < least) least = d;
-        }
-#pragma unroll
-        for (int off = 16; off > 0; off >>= 1) {
-            const i64 o = __shfl_xor_sync(0xffffffffu, least, off);
-            least = o < least ? o : least;
-        }
-        if (lane == 0 && least < INF64) atomicMin((long long*)&s.gumin[slot], (long long)least);
+    int round = 0;
+    while (*(volatile int*)&s.counts[C_GF + round % 3] > 0) {
+        relax_frontier<FWD>(p, s, cap, round, gwarp, nwarps, lane, gtid == 0);
         g.sync();
-        ++bucket;
-        if (*(volatile int*)&s.counts[C_GUFAIL + slot] == 0) {
-            T_final = T;
-            break;
-        }
-        least = *(volatile i64*)&s.gumin[slot];
-        if (least >= cap) break;  // nothing left below the cap: every label is final
-        i64 Tn = (least / delta + 1) * delta;
-        Tn = Tn < cap ? Tn : cap;
-        // the far pile's labels below Tn are the next frontier (listed as if by round - 1), the rest wait
-        int* keep = far_par ? s.far0 : s.far1;
-        int* keep_count = &s.counts[C_FAR + 1 - far_par];
-        int* cur = (round & 1) ? s.front1 : s.front0;
-        int* cur_count = &s.counts[C_GF + round % 3];
-        for (int t = gtid; t < nfar; t += nthreads) {
-            const int v = far[t];
-            const i64 d = s.dist[v];
-            if (d < T) {  // lowered below T since it was piled: settled already
-                s.farq[v] = -1;
-            } else if (d < Tn) {
-                s.farq[v] = -1;
-                s.inq[v] = round - 1;
-                cur[atomicAdd(cur_count, 1)] = v;
-            } else {
-                keep[atomicAdd(keep_count, 1)] = v;
-            }
-        }
-        if (gtid == 0) {
-            s.counts[C_GUFAIL + 1 - slot] = 0;
-            s.gumin[1 - slot] = INF64;
-        }
-        g.sync();
-        if (gtid == 0) s.counts[C_FAR + far_par] = 0;  // (next appended to after a barrier)
-        far_par ^= 1;
-        T = Tn;
+        ++round;
     }
     for (int v = gtid; v < N; v += nthreads) {
-        i64 d = s.dist[v];
-        d = d < T_final ? d : T_final;
+        const i64 d = s.dist[v];
         if (d > 0 && d < INF64) {
             if (FWD && s.owner[v] >= 0) s.price[v] += d;
             if (!FWD && s.assigned[v] >= 0) s.price[s.assigned[v]] -= d;
         }
         s.dist[v] = INF64;
         s.inq[v] = -1;
-        s.farq[v] = -1;
     }
     if (gtid == 0) {
         s.counts[C_GUPD] += 1;
         s.counts[C_GURND] += round;
-        s.counts[C_GUBKT] += bucket;
         s.counts[C_GF] = 0;
         s.counts[C_GF + 1] = 0;
         s.counts[C_GF + 2] = 0;
-        s.counts[C_FAR] = 0;
-        s.counts[C_FAR + 1] = 0;
-        s.counts[C_GUFAIL] = 0;
-        s.counts[C_GUFAIL + 1] = 0;
-        s.gumin[0] = INF64;
-        s.gumin[1] = INF64;
     }
     g.sync();
 }
@@ -706,7 +576,7 @@ __device__ void block_rounds(const Prob& p, const State& s, i64 eps, int gs_rows
     }
 }
 
-// The GPU clock (ns), for the counters of where a phase spent its time.
+// The GPU clock (ns), for the counters of where a stage spent its time.
 __device__ __forceinline__ u64 now_ns() {
     u64 t;
     asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
@@ -719,8 +589,7 @@ __device__ __forceinline__ u64 now_ns() {
 // with gu_grid > 0, also after every gu_grid grid rounds. counts[stat] accumulates the rounds.
 template <bool FORWARD>
 __device__ void stage(cg::grid_group& g, const Prob& p, const State& s, i64 eps, int small, int gs_rows,
-                      int finish, int tail, int max_rounds, int gu_rounds, i64 gu_cap, i64 gu_delta, int gu_grid,
-                      int stat) {
+                      int finish, int tail, int max_rounds, int gu_rounds, i64 gu_cap, int gu_grid, int stat) {
     const int gtid = blockIdx.x * blockDim.x + threadIdx.x, nthreads = gridDim.x * blockDim.x;
     const int lane = threadIdx.x & 31, gwarp = gtid >> 5, nwarps = nthreads >> 5;
     int parity = 0, rounds = 0, grid_rounds = 0;
@@ -749,8 +618,7 @@ __device__ void stage(cg::grid_group& g, const Prob& p, const State& s, i64 eps,
             // with many bidders for many rounds (the price wars of large instances), updates in the grid too
             if (gu_grid > 0 && tail && grid_rounds % gu_grid == 0 && *(volatile int*)&s.counts[parity] > 0) {
                 if (gtid == 0) t0 = now_ns();
-                global_update<FORWARD>(g, p, s, gu_cap, gu_delta, parity ? s.list1 : s.list0,
-                                       *(volatile int*)&s.counts[parity]);
+                global_update<FORWARD>(g, p, s, gu_cap);
                 if (gtid == 0) t_gu += now_ns() - t0;
             }
         }
@@ -758,12 +626,14 @@ __device__ void stage(cg::grid_group& g, const Prob& p, const State& s, i64 eps,
         const int count = *(volatile int*)&s.counts[parity];
         if (count == 0 || rounds >= max_rounds || *(volatile int*)&s.counts[C_ERROR]) break;
         if (gtid == 0) t0 = now_ns();
-        global_update<FORWARD>(g, p, s, gu_cap, gu_delta, parity ? s.list1 : s.list0, count);
+        global_update<FORWARD>(g, p, s, gu_cap);
         if (gtid == 0) t_gu += now_ns() - t0;
         if (blockIdx.x == 0) {
             const int limit = rounds + gu_rounds < max_rounds ? rounds + gu_rounds : max_rounds;
-            if (threadIdx.x == 0) s.counts[C_BROUNDS] = rounds;
-            if (threadIdx.x == 0) t0 = now_ns();
+            if (threadIdx.x == 0) {
+                s.counts[C_BROUNDS] = rounds;
+                t0 = now_ns();
+            }
             __syncthreads();
             block_rounds<FORWARD>(p, s, eps, gs_rows, finish, limit, parity, rounds);
             __syncthreads();
@@ -779,16 +649,17 @@ __device__ void stage(cg::grid_group& g, const Prob& p, const State& s, i64 eps,
         g.sync();  // every block has read them before block 0 writes them again
     }
     if (blockIdx.x == 0) {  // the rest of the stage in one block
-        if (threadIdx.x == 0) s.counts[C_BROUNDS] = rounds;
-        if (threadIdx.x == 0) t0 = now_ns();
+        if (threadIdx.x == 0) {
+            s.counts[C_BROUNDS] = rounds;
+            t0 = now_ns();
+        }
         __syncthreads();
         if (tail) block_rounds<FORWARD>(p, s, eps, gs_rows, finish, max_rounds, parity, rounds);
         if (threadIdx.x == 0) {
             const u64 t_end = now_ns();
-            t_block += t_end - t0;
             s.counts[C_TSTAGE] += (int)((t_end - t_stage) / 1000);
             s.counts[C_TGU] += (int)(t_gu / 1000);
-            s.counts[C_TBLOCK] += (int)(t_block / 1000);
+            s.counts[C_TBLOCK] += (int)((t_block + t_end - t0) / 1000);
             s.counts[FORWARD ? C_FGRID : C_RGRID] += grid_rounds;
             s.counts[stat] += rounds;
             if (tail && *(volatile int*)&s.counts[parity] > 0) atomicExch(&s.counts[C_ERROR], 2);  // round cap
@@ -807,7 +678,7 @@ __device__ void stage(cg::grid_group& g, const Prob& p, const State& s, i64 eps,
 // in block 0, with shortest augmenting paths for its last `finish` bidders.
 extern "C" __global__ void __launch_bounds__(MAX_THREADS, 1)
     ga_phase(PROB_ARGS, i64* ws64, int* ws32, i64 eps, int first, int small, int gs_rows, int finish,
-             int tail, int max_rounds, int gu_rounds, i64 gu_cap, int gu_reverse, int gu_grid, i64 gu_delta) {
+             int tail, int max_rounds, int gu_rounds, i64 gu_cap, int gu_reverse, int gu_grid) {
     MAKE_PROB;
     cg::grid_group g = cg::this_grid();
     const State s = carve(ws64, ws32, n_, m_);
@@ -838,8 +709,7 @@ extern "C" __global__ void __launch_bounds__(MAX_THREADS, 1)
         }
     }
     g.sync();
-    stage<true>(g, p, s, eps, small, gs_rows, finish, tail, max_rounds, gu_rounds, gu_cap, gu_delta, gu_grid,
-                C_FWD);
+    stage<true>(g, p, s, eps, small, gs_rows, finish, tail, max_rounds, gu_rounds, gu_cap, gu_grid, C_FWD);
     g.sync();
     if (first || s.counts[C_ERROR]) return;
     // stale columns: unmatched ones at a price above 0 (freed by this phase's init, or left by an earlier
@@ -852,5 +722,5 @@ extern "C" __global__ void __launch_bounds__(MAX_THREADS, 1)
     }
     g.sync();
     stage<false>(g, p, s, eps, small, gs_rows, finish, tail, max_rounds, gu_reverse ? gu_rounds : 0, gu_cap,
-                 gu_delta, gu_reverse ? gu_grid : 0, C_REV);
+                 gu_reverse ? gu_grid : 0, C_REV);
 }

@@ -114,10 +114,6 @@ their rounds grid-wide, with more than :data:`SMALL` bidders, where :data:`GU_RO
 1530 / 1665 / 1881 ms (86,746 / 3,610 / 10,495 / 25,046 forward grid rounds); f = 0.3: 133 / 112 / 165 / 132 ms;
 100k nodes: 206 / 193 / 212 / 201 ms at f = 0.5, 35.9 / 32.7 / 35.4 / 35.1 ms at f = 0.3 (that sweep also ran
 the updates' small frontiers in block 0, since removed; 256 again without them: 1911 / 116 / 206 / 32.5 ms)."""
-GU_DELTA = 0
-"""The forward global updates settle their labels in buckets this many times the phase's eps wide, and stop
-once every bidder's path to an exit is within the bucket (0: one bucket, the update labels everything up to
-:data:`GU_CAP`). Not yet measured."""
 MAX_ROUNDS = 1 << 30
 """Cap on the rounds of one stage of one phase (an error, never reached on feasible problems)."""
 
@@ -126,9 +122,8 @@ PRIVATE = -2
 
 _C_ERROR, _C_FWD, _C_REV, _C_RELEASED, _C_STALE = 3, 4, 5, 6, 7
 _C_FPATH, _C_RPATH, _C_FGRID, _C_RGRID, _C_FLAB, _C_RLAB, _C_GUPD, _C_GURND = 8, 9, 10, 11, 12, 13, 14, 15
-_C_TSTAGE, _C_TGU, _C_TBLOCK = 21, 22, 23  # microseconds (device clock; 0 when emulating)
-_C_GUBKT = 28
-_N_COUNTS = 29
+_C_TSTAGE, _C_TGU, _C_TBLOCK = 21, 22, 23  # microseconds (the GPU's clock; 0 when emulating)
+_N_COUNTS = 24
 
 LAST_STATS: dict = {}
 """Counters of the last solve: phases, forward / reverse rounds, released rows, stale columns, seconds."""
@@ -184,15 +179,14 @@ def solve(n: int, m: int, rows, cols, cost, priv, *, edge_range: int, emulate: b
     ws = _Workspace(xp, n, m)
     stats = {"phases": 0, "forward_rounds": 0, "reverse_rounds": 0, "released": 0, "stale": 0,
              "forward_paths": 0, "reverse_paths": 0, "forward_grid_rounds": 0, "reverse_grid_rounds": 0,
-             "global_updates": 0, "global_update_rounds": 0, "global_update_buckets": 0, "first_try": "capped", "per_phase": []}
+             "global_updates": 0, "global_update_rounds": 0, "first_try": "capped", "per_phase": []}
     plan = [(1, True, FIRST_TRY_ROUNDS)]
     for k, (eps, first, cap) in enumerate(plan):
         last = k == len(plan) - 1 and k > 0
         t_phase = time.perf_counter()
         counts = kern.phase(problem, ws, eps, first, cap, tail=first or last or not EARLY_STOP,
                             finish=0 if first else FINISH_ROWS, gu_rounds=GU_ROUNDS,
-                            gu_cap=GU_CAP * eps if GU_CAP > 0 else INF64, gu_grid=GU_GRID_ROUNDS,
-                            gu_delta=GU_DELTA * eps if GU_DELTA > 0 else INF64)
+                            gu_cap=GU_CAP * eps if GU_CAP > 0 else INF64, gu_grid=GU_GRID_ROUNDS)
         t_phase = time.perf_counter() - t_phase
         stats["phases"] += 1
         stats["forward_rounds"] += int(counts[_C_FWD])
@@ -205,7 +199,6 @@ def solve(n: int, m: int, rows, cols, cost, priv, *, edge_range: int, emulate: b
         stats["reverse_grid_rounds"] += int(counts[_C_RGRID])
         stats["global_updates"] += int(counts[_C_GUPD])
         stats["global_update_rounds"] += int(counts[_C_GURND])
-        stats["global_update_buckets"] += int(counts[_C_GUBKT])
         stats["per_phase"].append((eps, *(int(counts[c]) for c in (_C_RELEASED, _C_FWD, _C_FGRID, _C_FPATH,
                                                                    _C_STALE, _C_REV, _C_RGRID, _C_RPATH,
                                                                    _C_FLAB, _C_RLAB, _C_GUPD, _C_GURND)),
@@ -259,12 +252,11 @@ class _Workspace:
 
     def __init__(self, xp, n, m):
         big = max(n, m)
-        self.ws64 = xp.zeros(5 * m + 4 * n + 2 * big + 1 + 2 * n + 2, dtype=np.int64)
-        self.ws32 = xp.full(_N_COUNTS + 3 * m + 4 * n + 2 * big + 7 * big + 2 + 3 * big, -1, dtype=np.int32)
+        self.ws64 = xp.zeros(5 * m + 4 * n + 2 * big + 1, dtype=np.int64)
+        self.ws32 = xp.full(_N_COUNTS + 3 * m + 4 * n + 2 * big + 7 * big + 2, -1, dtype=np.int32)
         self.ws32[:_N_COUNTS] = 0
         self.ws64[5 * m + 3 * n:5 * m + 4 * n] = -1  # row_bid: UINF64
         self.ws64[5 * m + 4 * n:5 * m + 4 * n + big] = INF64  # the finisher's labels
-        self.ws64[-2:] = INF64  # the global update's least far label (two slots)
         self.price = self.ws64[:m]
         self.acost = self.ws64[m:m + n]
         self.counts = self.ws32[:_N_COUNTS]
@@ -298,13 +290,13 @@ class _Cuda:
         return self._blocks[threads]
 
     def phase(self, prob: _Problem, ws: _Workspace, eps: int, first: bool, cap: int, tail: bool, finish: int,
-              gu_rounds: int, gu_cap: int, gu_grid: int, gu_delta: int = INF64):
+              gu_rounds: int, gu_cap: int, gu_grid: int):
         ws.counts[:] = 0
         self.function((self.blocks(THREADS),), (THREADS,),
                       (*prob.args, ws.ws64, ws.ws32, np.int64(eps), np.int32(bool(first)), np.int32(SMALL),
                        np.int32(GS_ROWS), np.int32(finish), np.int32(bool(tail)), np.int32(min(cap, MAX_ROUNDS)),
                        np.int32(gu_rounds), np.int64(min(gu_cap, INF64)), np.int32(bool(GU_REVERSE)),
-                       np.int32(gu_grid), np.int64(min(gu_delta, INF64))))
+                       np.int32(gu_grid)))
         return ws.counts.get()
 
 
@@ -317,7 +309,7 @@ def _settle(pending: list, one_round, one_path, cap: int, tail: bool, finish: in
             gu_rounds: int = 0, gu_grid: int = 0) -> tuple[list, int, int, int]:
     """Bidding rounds over ``pending`` (free rows forward, stale columns in reverse) until none is left, ``cap``
     rounds are spent, or (without ``tail``) at most :data:`SMALL` are left; the last ``finish`` by shortest paths.
-    With ``update`` and ``gu_rounds`` (and ``tail``): ``update(pending)`` once at most :data:`SMALL` are left, and again
+    With ``update`` and ``gu_rounds`` (and ``tail``): ``update()`` once at most :data:`SMALL` are left, and again
     after every ``gu_rounds`` rounds (the kernel's global price updates), and after every ``gu_grid`` rounds
     with more than :data:`SMALL` bidders (the kernel's grid rounds).
 
@@ -327,7 +319,7 @@ def _settle(pending: list, one_round, one_path, cap: int, tail: bool, finish: in
     while pending and rounds < cap and (tail or len(pending) > SMALL):
         if update is not None and gu_rounds > 0 and tail and len(pending) <= SMALL and (
                 since is None or since >= gu_rounds):
-            update(pending)
+            update()
             updates += 1
             since = 0
         if len(pending) <= finish:
@@ -341,7 +333,7 @@ def _settle(pending: list, one_round, one_path, cap: int, tail: bool, finish: in
         if in_grid:
             grid += 1
             if update is not None and gu_grid > 0 and tail and grid % gu_grid == 0 and pending:
-                update(pending)
+                update()
                 updates += 1
     return pending, rounds, 0, updates
 
@@ -354,7 +346,7 @@ class _Emulated:
     xp = np
 
     def phase(self, prob: _Problem, ws: _Workspace, eps: int, first: bool, cap: int, tail: bool, finish: int,
-              gu_rounds: int = 0, gu_cap: int = INF64, gu_grid: int = 0, gu_delta: int = INF64):
+              gu_rounds: int = 0, gu_cap: int = INF64, gu_grid: int = 0):
         n = prob.n
         counts = np.zeros(_N_COUNTS, dtype=np.int64)
         price, assigned, owner = ws.price, ws.assigned, ws.owner
@@ -375,7 +367,7 @@ class _Emulated:
         listed, counts[_C_FWD], counts[_C_FPATH], counts[_C_GUPD] = _settle(
             listed, lambda left: self._forward_round(prob, ws, left, eps),
             lambda i: gated_finish.forward(prob, ws, i), cap, tail, finish,
-            lambda bidders: global_update(prob, ws, gu_cap, bidders=bidders, delta=gu_delta), gu_rounds, gu_grid)
+            lambda: global_update(prob, ws, gu_cap), gu_rounds, gu_grid)
         if listed and tail:
             counts[_C_ERROR] = 2
         if first or counts[_C_ERROR]:
@@ -385,7 +377,7 @@ class _Emulated:
         stale, counts[_C_REV], counts[_C_RPATH], reverse_updates = _settle(
             stale, lambda left: self._reverse_round(prob, ws, left, eps),
             lambda j: gated_finish.reverse(prob, ws, j), cap, tail, finish,
-            lambda bidders: global_update(prob, ws, gu_cap, forward=False), gu_rounds if GU_REVERSE else 0,
+            lambda: global_update(prob, ws, gu_cap, forward=False), gu_rounds if GU_REVERSE else 0,
             gu_grid if GU_REVERSE else 0)
         counts[_C_GUPD] += reverse_updates
         if stale and tail:
@@ -439,26 +431,6 @@ class _Emulated:
         return _claim(ws, offers, forward=False)
 
 
-def _bucket_bound(prob: _Problem, ws: _Workspace, dist, cap: int, bidders, delta: int) -> int:
-    """Where the kernel's buckets stop, given the final labels ``dist`` of the columns (at most ``cap``)."""
-    reach = []
-    for x in bidders:
-        lo, hi = int(prob.indptr[x]), int(prob.indptr[x + 1])
-        k = prob.cols[lo:hi]
-        best = _Emulated._row_best(prob, ws.price, x)[0]
-        through = prob.cost[lo:hi] + ws.price[k] + dist[k]  # (< 2**63: dist <= INF64, costs < 2**52)
-        reach.append(min(int(prob.priv[x]), int(through.min()) if hi > lo else INF64) - best)
-    reach = np.array(reach, dtype=np.int64)
-    bound = delta
-    while True:
-        if (reach < bound).all():
-            return bound
-        left = dist[(dist >= bound) & (dist < cap)]
-        if not left.size:
-            return cap
-        bound = min(cap, (int(left.min()) // delta + 1) * delta)
-
-
 def _claim(ws: _Workspace, offers: dict, forward: bool) -> list:
     """The conflicts of a Jacobi round (the kernel's ``nominate`` and ``claim``): ``offers[x] = (y, key, price,
     cost)``, forward from row ``x`` for column ``y`` (key: minus the bid), reverse from stale column ``x`` for row
@@ -487,12 +459,9 @@ def _claim(ws: _Workspace, offers: dict, forward: bool) -> list:
     return following
 
 
-def global_update(prob: _Problem, ws: _Workspace, cap: int = INF64, forward: bool = True, bidders=(),
-                  delta: int = INF64) -> None:
+def global_update(prob: _Problem, ws: _Workspace, cap: int = INF64, forward: bool = True) -> None:
     """The kernel's global price update in NumPy (``global_update`` in ``gated_auction.cu``, which says why it
-    keeps eps-CS), by Bellman-Ford rounds, each label at most ``cap``; forward with ``delta < cap``, at most
-    the first bound ``T`` (a multiple of ``delta``, the end of a bucket holding a label) within which every
-    one of ``bidders`` (free rows) reaches an exit, as the kernel's buckets stop.
+    keeps eps-CS), by Bellman-Ford rounds, each label at most ``cap``.
 
     Forward: every owned column's price rises by its shortest clipped reduced-cost distance to an exit (a
     free column: 0; its owner's private option: ``max(priv - own, 0)``). Reverse (every row assigned): every
@@ -527,8 +496,6 @@ def global_update(prob: _Problem, ws: _Workspace, cap: int = INF64, forward: boo
         np.minimum.at(dist, target[reach], dist[source[reach]] + weight[reach])
         if np.array_equal(before, dist):
             break
-    if forward and delta < cap:
-        dist = np.minimum(dist, _bucket_bound(prob, ws, dist, cap, bidders, delta))
     if forward:
         lift = (owner >= 0) & (dist > 0) & (dist < INF64)
         price[lift] += dist[lift]

@@ -546,6 +546,20 @@ def test_gated_global_update_settings(gu_rounds, gu_cap, small, reverse, step, i
 
 
 @pytest.mark.gpu
+@pytest.mark.parametrize("gu_hops, gu_cap, gu_grid", [(2, 64, 256), (16, 64, 256), (64, 0, 1), (1000, 16, 4)])
+@pytest.mark.parametrize("step", [0.3, 0.5])
+@pytest.mark.parametrize("integer", [False, True])
+def test_gated_update_chains(gu_hops, gu_cap, gu_grid, step, integer, monkeypatch):
+    # the updates' chains (GU_HOPS: a warp carries a label on along a chain within one round)
+    monkeypatch.setattr(gated_auction, "GU_HOPS", gu_hops)
+    monkeypatch.setattr(gated_auction, "GU_CAP", gu_cap)
+    monkeypatch.setattr(gated_auction, "GU_GRID_ROUNDS", gu_grid)
+    assert_generous_gate_exact(step, int(step * 10) + integer + gu_hops, integer)
+    if step == 0.5:
+        assert gated_auction.LAST_STATS["global_updates"] > 0
+
+
+@pytest.mark.gpu
 @pytest.mark.parametrize("gu_grid, small", [(1, 256), (4, 64), (256, 256), (16, 1024), (1, 0)])
 @pytest.mark.parametrize("step", [0.3, 0.5])
 @pytest.mark.parametrize("integer", [False, True])

@@ -456,10 +456,13 @@ __device__ int gauss_seidel(const Prob& p, const State& s, int* list, int* count
 
 // One label-correcting round of a global update over the frontier of `round` (warps w, w + nwarps, ...):
 // every edge out of a frontier node that lowers its target's label below the cap lowers it and lists the
-// target (once) in the next frontier. `leader` resets the count that the round after next appends to.
+// target (once) in the next frontier; but one lowered target per node goes on in the same warp, up to `hops`
+// nodes a chain: the labels travel along the long chains of small reduced costs without waiting for a
+// barrier at each hop (label-correcting converges to the same labels in any order: a node lowered again
+// later is listed again by whoever lowers it). `leader` resets the count that the round after next appends to.
 template <bool FWD>
-__device__ __forceinline__ void relax_frontier(const Prob& p, const State& s, i64 cap, int round, int warp,
-                                               int nwarps, int lane, bool leader) {
+__device__ __forceinline__ void relax_frontier(const Prob& p, const State& s, i64 cap, int hops, int round,
+                                               int warp, int nwarps, int lane, bool leader) {
     const i64* ptr = FWD ? p.cptr : p.indptr;
     const int* other = FWD ? p.crows : p.cols;
     const i64* edge = FWD ? p.ccost : p.cost;
@@ -469,27 +472,40 @@ __device__ __forceinline__ void relax_frontier(const Prob& p, const State& s, i6
     int* nxt_count = &s.counts[C_GF + (round + 1) % 3];
     if (leader) s.counts[C_GF + (round + 2) % 3] = 0;  // read last round, appended to next round
     for (int t = warp; t < cnt; t += nwarps) {
-        const int k = cur[t];
-        const i64 dk = *(volatile i64*)&s.dist[k];
-        const i64 base = FWD ? s.price[k] : -own_value(p, s, k);
-        const i64 end = ptr[k + 1];
-        for (i64 q = ptr[k] + lane; q < end; q += 32) {
-            // forward: row x of column k, its column v; reverse: column x of row k, its owner v
-            const int x = other[q];
-            const int v = FWD ? s.assigned[x] : s.owner[x];
-            if (v < 0 || v == k) continue;
-            const i64 r = FWD ? edge[q] + base - (s.acost[x] + s.price[v]) : edge[q] + s.price[x] + base;
-            const i64 nd = dk + clip0(r);
-            if (nd < cap && nd < *(volatile i64*)&s.dist[v]) {
-                const i64 old = atomicMin((long long*)&s.dist[v], (long long)nd);
-                if (nd < old && atomicExch(&s.inq[v], round) != round) nxt[atomicAdd(nxt_count, 1)] = v;
+        int k = cur[t];
+        for (int hop = 1;; ++hop) {
+            const i64 dk = *(volatile i64*)&s.dist[k];
+            const i64 base = FWD ? s.price[k] : -own_value(p, s, k);
+            const i64 end = ptr[k + 1];
+            int chain = -1;  // this lane's first lowered target (the chain's candidate)
+            for (i64 q = ptr[k] + lane; q < end; q += 32) {
+                // forward: row x of column k, its column v; reverse: column x of row k, its owner v
+                const int x = other[q];
+                const int v = FWD ? s.assigned[x] : s.owner[x];
+                if (v < 0 || v == k) continue;
+                const i64 r = FWD ? edge[q] + base - (s.acost[x] + s.price[v]) : edge[q] + s.price[x] + base;
+                const i64 nd = dk + clip0(r);
+                if (nd < cap && nd < *(volatile i64*)&s.dist[v]) {
+                    const i64 old = atomicMin((long long*)&s.dist[v], (long long)nd);
+                    if (nd < old) {
+                        if (chain < 0 && hop < hops) chain = v;
+                        else if (atomicExch(&s.inq[v], round) != round) nxt[atomicAdd(nxt_count, 1)] = v;
+                    }
+                }
             }
+            const unsigned lowered = __ballot_sync(0xffffffffu, chain >= 0);
+            if (!lowered) break;
+            const int first = __ffs(lowered) - 1;  // goes on here; the other lanes list theirs
+            if (chain >= 0 && lane != first && atomicExch(&s.inq[chain], round) != round) {
+                nxt[atomicAdd(nxt_count, 1)] = chain;
+            }
+            k = __shfl_sync(0xffffffffu, chain, first);
         }
     }
 }
 
 template <bool FWD>
-__device__ void global_update(cg::grid_group& g, const Prob& p, const State& s, i64 cap) {
+__device__ void global_update(cg::grid_group& g, const Prob& p, const State& s, i64 cap, int hops) {
     const int gtid = blockIdx.x * blockDim.x + threadIdx.x, nthreads = gridDim.x * blockDim.x;
     const int lane = threadIdx.x & 31, gwarp = gtid >> 5, nwarps = nthreads >> 5;
     const int N = FWD ? p.m : p.n;
@@ -511,7 +527,7 @@ __device__ void global_update(cg::grid_group& g, const Prob& p, const State& s, 
     g.sync();
     int round = 0;
     while (*(volatile int*)&s.counts[C_GF + round % 3] > 0) {
-        relax_frontier<FWD>(p, s, cap, round, gwarp, nwarps, lane, gtid == 0);
+        relax_frontier<FWD>(p, s, cap, hops, round, gwarp, nwarps, lane, gtid == 0);
         g.sync();
         ++round;
     }
@@ -589,7 +605,8 @@ __device__ __forceinline__ u64 now_ns() {
 // with gu_grid > 0, also after every gu_grid grid rounds. counts[stat] accumulates the rounds.
 template <bool FORWARD>
 __device__ void stage(cg::grid_group& g, const Prob& p, const State& s, i64 eps, int small, int gs_rows,
-                      int finish, int tail, int max_rounds, int gu_rounds, i64 gu_cap, int gu_grid, int stat) {
+                      int finish, int tail, int max_rounds, int gu_rounds, i64 gu_cap, int gu_hops, int gu_grid,
+                      int stat) {
     const int gtid = blockIdx.x * blockDim.x + threadIdx.x, nthreads = gridDim.x * blockDim.x;
     const int lane = threadIdx.x & 31, gwarp = gtid >> 5, nwarps = nthreads >> 5;
     int parity = 0, rounds = 0, grid_rounds = 0;
@@ -618,7 +635,7 @@ __device__ void stage(cg::grid_group& g, const Prob& p, const State& s, i64 eps,
             // with many bidders for many rounds (the price wars of large instances), updates in the grid too
             if (gu_grid > 0 && tail && grid_rounds % gu_grid == 0 && *(volatile int*)&s.counts[parity] > 0) {
                 if (gtid == 0) t0 = now_ns();
-                global_update<FORWARD>(g, p, s, gu_cap);
+                global_update<FORWARD>(g, p, s, gu_cap, gu_hops);
                 if (gtid == 0) t_gu += now_ns() - t0;
             }
         }
@@ -626,7 +643,7 @@ __device__ void stage(cg::grid_group& g, const Prob& p, const State& s, i64 eps,
         const int count = *(volatile int*)&s.counts[parity];
         if (count == 0 || rounds >= max_rounds || *(volatile int*)&s.counts[C_ERROR]) break;
         if (gtid == 0) t0 = now_ns();
-        global_update<FORWARD>(g, p, s, gu_cap);
+        global_update<FORWARD>(g, p, s, gu_cap, gu_hops);
         if (gtid == 0) t_gu += now_ns() - t0;
         if (blockIdx.x == 0) {
             const int limit = rounds + gu_rounds < max_rounds ? rounds + gu_rounds : max_rounds;
@@ -678,7 +695,7 @@ __device__ void stage(cg::grid_group& g, const Prob& p, const State& s, i64 eps,
 // in block 0, with shortest augmenting paths for its last `finish` bidders.
 extern "C" __global__ void __launch_bounds__(MAX_THREADS, 1)
     ga_phase(PROB_ARGS, i64* ws64, int* ws32, i64 eps, int first, int small, int gs_rows, int finish,
-             int tail, int max_rounds, int gu_rounds, i64 gu_cap, int gu_reverse, int gu_grid) {
+             int tail, int max_rounds, int gu_rounds, i64 gu_cap, int gu_reverse, int gu_grid, int gu_hops) {
     MAKE_PROB;
     cg::grid_group g = cg::this_grid();
     const State s = carve(ws64, ws32, n_, m_);
@@ -709,7 +726,8 @@ extern "C" __global__ void __launch_bounds__(MAX_THREADS, 1)
         }
     }
     g.sync();
-    stage<true>(g, p, s, eps, small, gs_rows, finish, tail, max_rounds, gu_rounds, gu_cap, gu_grid, C_FWD);
+    stage<true>(g, p, s, eps, small, gs_rows, finish, tail, max_rounds, gu_rounds, gu_cap, gu_hops, gu_grid,
+                C_FWD);
     g.sync();
     if (first || s.counts[C_ERROR]) return;
     // stale columns: unmatched ones at a price above 0 (freed by this phase's init, or left by an earlier
@@ -722,5 +740,5 @@ extern "C" __global__ void __launch_bounds__(MAX_THREADS, 1)
     }
     g.sync();
     stage<false>(g, p, s, eps, small, gs_rows, finish, tail, max_rounds, gu_reverse ? gu_rounds : 0, gu_cap,
-                 gu_reverse ? gu_grid : 0, C_REV);
+                 gu_hops, gu_reverse ? gu_grid : 0, C_REV);
 }

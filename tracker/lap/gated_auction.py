@@ -114,6 +114,13 @@ their rounds grid-wide, with more than :data:`SMALL` bidders, where :data:`GU_RO
 1530 / 1665 / 1881 ms (86,746 / 3,610 / 10,495 / 25,046 forward grid rounds); f = 0.3: 133 / 112 / 165 / 132 ms;
 100k nodes: 206 / 193 / 212 / 201 ms at f = 0.5, 35.9 / 32.7 / 35.4 / 35.1 ms at f = 0.3 (that sweep also ran
 the updates' small frontiers in block 0, since removed; 256 again without them: 1911 / 116 / 206 / 32.5 ms)."""
+GU_HOPS = 3
+"""A global update's round carries a label along a chain of up to this many nodes in one warp (1: one hop a
+round, every lowered node waits for the next round); same labels, fewer rounds. H100 (``lap_generous_h100.md``,
+"Session of 2026-11-25 (2)"), 1 / 2 / 3 / 4 / 6 / 8 hops: 100k nodes, f = 0.5: 222 / 197 / 197 / 203 / 221 /
+239 ms (13,251 / 7,945 / 6,332 / 5,580 / 4,982 / 4,760 update rounds); f = 0.3: 37.0 / 34.0 / 33.8 / 35.8 /
+34.2 / 35.3 ms; 1M nodes, f = 0.5: 1674 / 1370 / 1342 / 1361 / 1446 / 1522 ms; f = 0.3: 114 / 107 / 109 / 122 /
+107 / 112 ms (16 and more hops: slower, 292-327 ms at 100k, f = 0.5: a round waits for its longest chain)."""
 MAX_ROUNDS = 1 << 30
 """Cap on the rounds of one stage of one phase (an error, never reached on feasible problems)."""
 
@@ -296,7 +303,7 @@ class _Cuda:
                       (*prob.args, ws.ws64, ws.ws32, np.int64(eps), np.int32(bool(first)), np.int32(SMALL),
                        np.int32(GS_ROWS), np.int32(finish), np.int32(bool(tail)), np.int32(min(cap, MAX_ROUNDS)),
                        np.int32(gu_rounds), np.int64(min(gu_cap, INF64)), np.int32(bool(GU_REVERSE)),
-                       np.int32(gu_grid)))
+                       np.int32(gu_grid), np.int32(max(1, GU_HOPS))))
         return ws.counts.get()
 
 

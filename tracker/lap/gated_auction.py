@@ -59,8 +59,12 @@ from . import gated_finish
 
 ALPHA = 16
 """Epsilon-scaling factor between phases (sweep of the simulation above: 8-64 within 20 % at sigma = 0.3 NN)."""
-FIRST_EPS = 0.03
-"""First epsilon of the scaled phases, relative to the range of the edge costs."""
+FIRST_EPS = 0.01
+"""First epsilon of the scaled phases, relative to the range of the edge costs. H100 (``lap_generous_h100.md``,
+"Session of 2026-11-25 (2)", with :data:`GU_HOPS` = 3), 0.03 / 0.01 / 0.003: 10k nodes, f = 0.3 / 0.5 / 0.7:
+12.1 / 11.6 / 12.5, 43.6 / 38.0 / 37.1, 40.5 / 38.1 / 37.0 ms; 100k nodes: 35.7 / 28.6 / 28.3, 197 / 173 / 220,
+1019 / 687 / 791 ms; 1M nodes, f = 0.3 / 0.5: 112 / 106 / 100, 1341 / 1385 / 1346 ms (f = 0.1 ends in the
+first try: no change). The NumPy emulation's rounds had pointed the same way (5-20 % fewer at 10k nodes)."""
 FIRST_TRY_ROUNDS = 60
 """Rounds of the first try (one phase at eps = 1 from zero prices) before epsilon-scaling takes over. Easy
 instances end there (the 1M-node full matching at f = 0.1 in 22 rounds); on generous gates it is a price war

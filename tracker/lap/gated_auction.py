@@ -91,7 +91,7 @@ EARLY_STOP = False
 """Phases before the last stop once at most :data:`SMALL` bidders are left (rows stay free, columns stale,
 for the next phase). Off: the last phase then carries the tails (100k nodes, f = 0.5, with FINISH_ROWS = 64:
 112k block rounds in the last phase, 3.1 s; same measurement)."""
-GU_ROUNDS = 256
+GU_ROUNDS = 512
 """A global price update (``ga_phase``'s ``global_update`` in ``gated_auction.cu``: forward, every owned
 column's price rises by its shortest clipped reduced-cost distance to an exit; reverse, every row's value falls
 by its distance to one) when a stage's grid rounds hand the last :data:`SMALL` bidders over to block 0, and
@@ -101,7 +101,11 @@ against 150 ms without at 10k nodes, f = 0.5; 244 ms against 2.0 s at 100k, f = 
 at 100k, f = 0.3. At 100k, f = 0.5, every 64 block rounds: 360 ms (763 ms without the cap); every 16, no
 cap: 3.3 s; once per stage: 1.5 s. Not measured with
 these settings at 1M nodes (once per stage with the cap: 6.57 s against 7.10 s at f = 0.5, 142 against
-132 ms at f = 0.3; every 64 rounds without the cap: 17.3 s and 762 ms)."""
+132 ms at f = 0.3; every 64 rounds without the cap: 17.3 s and 762 ms). Again with :data:`GU_HOPS` = 3 and
+:data:`FIRST_EPS` = 0.01 (same file, "Session of 2026-11-25 (2)"), 256 / 512 / 1024 / 2048: 100k nodes, f = 0.5:
+181 / 142 / 201 / 256 ms; f = 0.3: 29.9 / 28.4 / 27.6 / 27.4 ms; f = 0.7: 688 / 649 / 757 / 793 ms; 1M nodes,
+f = 0.5: 1369 / 1214 / 1114 / 1383 ms; f = 0.3: 115 / 110 / 106 / 107 ms; 10k nodes, f = 0.5 / 0.7: 59.8 / 40.5
+/ 51.3 / 65.8 and 44.0 / 46.3 / 58.0 / 73.6 ms."""
 GU_REVERSE = True
 """... in the reverse stages too (the mirror image). Forward only, the reverse stages fought the raised prices
 back down: 100k nodes, f = 0.5, 1.5-3.0M reverse rounds and 3.4-12.9 s (same file)."""

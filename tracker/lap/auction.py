@@ -381,9 +381,12 @@ def solve_gated(n_rows, n_cols, rows, cols, cost, row_unassigned, col_unassigned
     if components is None:
         components = components_gpu.ENABLED and not emulate
     if components:
-        def large(r, c, w):
-            return solve_gated(n_rows, n_cols, r, c, w, row_unassigned, col_unassigned, emulate=emulate,
-                               components=False)
+        xp = _array_module(emulate)
+        row_un = xp.asarray(row_unassigned, dtype=np.float64)
+        col_un = xp.asarray(col_unassigned, dtype=np.float64)
+
+        def large(r, c, w):  # (the split pruned the useless edges and took the single ones)
+            return _link_large(emulate, n_rows, n_cols, r, c, w, row_un, col_un)
 
         LAST_STATS.clear()
         row_ind, col_ind = components_gpu.solve_gated(n_rows, n_cols, rows, cols, cost, row_unassigned,
@@ -408,21 +411,28 @@ def solve_gated(n_rows, n_cols, rows, cols, cost, row_unassigned, col_unassigned
     rest = ~isolated
     rows, cols, cost = rows[rest], cols[rest], cost[rest]
     if rows.size:
-        new_r, active_r = _compact(xp, rows, n_rows)
-        new_c, active_c = _compact(xp, cols, n_cols)
-        lr, lc = new_r[rows], new_c[cols]
-        nr, nc = int(active_r.size), int(active_c.size)
-        r_un, c_un = row_un[active_r], col_un[active_c]
-        t0 = time.perf_counter()
-        col_of_row = _asymmetric_gated(emulate, nr, nc, lr, lc, cost - r_un[lr] - c_un[lc])
-        LAST_STATS.update(auction_s=time.perf_counter() - t0)
-        linked = xp.flatnonzero(col_of_row < nc)
-        chosen_r.append(active_r[linked])
-        chosen_c.append(active_c[col_of_row[linked]])
+        linked_r, linked_c = _link_large(emulate, n_rows, n_cols, rows, cols, cost, row_un, col_un)
+        chosen_r.append(linked_r)
+        chosen_c.append(linked_c)
     row_ind = xp.concatenate(chosen_r)
     col_ind = xp.concatenate(chosen_c)
     order = xp.argsort(row_ind)
     return row_ind[order], col_ind[order]
+
+
+def _link_large(emulate, n_rows, n_cols, rows, cols, cost, row_un, col_un):
+    """Links ``(row_ind, col_ind)``, in no particular order, of gated edges that all cost less than their ends'
+    "no link" costs: the rows and columns with edges are numbered anew and the asymmetric form solved."""
+    xp = _array_module(emulate)
+    new_r, active_r = _compact(xp, rows, n_rows)
+    new_c, active_c = _compact(xp, cols, n_cols)
+    nc = int(active_c.size)
+    t0 = time.perf_counter()
+    col_of_row = _asymmetric_gated(emulate, int(active_r.size), nc, new_r[rows], new_c[cols],
+                                   cost - row_un[rows] - col_un[cols])
+    LAST_STATS.update(auction_s=time.perf_counter() - t0)
+    linked = xp.flatnonzero(col_of_row < nc)
+    return active_r[linked], active_c[col_of_row[linked]]
 
 
 def _asymmetric_gated(emulate, n_rows, n_cols, rows, cols, reduced_cost):

@@ -250,7 +250,10 @@ class _Problem:
 
 
 def _grouped(xp, key, size, other, cost):
-    order = xp.argsort(key, kind="stable") if xp is np else xp.argsort(key)
+    if xp is np:
+        order = np.argsort(key, kind="stable")
+    else:  # (CuPy's radix sort, stable: half the passes on 32-bit keys)
+        order = xp.argsort(key.astype(np.int32) if size < 2**31 else key)
     ptr = xp.zeros(size + 1, dtype=np.int64)
     ptr[1:] = xp.cumsum(xp.bincount(key, minlength=size))
     return ptr, xp.ascontiguousarray(other[order].astype(np.int32)), xp.ascontiguousarray(cost[order])

@@ -157,6 +157,17 @@ def assert_emulated_generous_gate_exact(n: int, step: float, seed: int, integer:
                                gated_objective(rows, cols, ref_r, ref_c, cost, row_un, col_un), rtol=1e-12)
 
 
+@pytest.mark.parametrize("step", [0.3, 0.5])
+def test_emulated_idle_phases_are_skipped_and_stay_exact(step):
+    # a phase that releases no row measures how far the rows are from their best options; the phases whose
+    # eps is at least that are skipped (float costs: most of the schedule's tail)
+    assert_emulated_generous_gate_exact(1500, step, 5, integer=False)
+    stats = gated_auction.LAST_STATS
+    assert stats["skipped_phases"] > 0
+    eps_run, released = [ph[0] for ph in stats["per_phase"]], [ph[1] for ph in stats["per_phase"]]
+    assert eps_run[-1] == 1 or released[-1] == 0  # the schedule ran to its end, or stopped after an idle phase
+
+
 @pytest.mark.parametrize("gu_rounds, gu_cap, reverse", [(0, 0, False), (1, 0, True), (8, 0, False), (8, 16, True),
                                                         (32, 1, True)])
 @pytest.mark.parametrize("step", [0.5, 0.7])

@@ -71,7 +71,8 @@ typedef unsigned long long u64;
 #define C_TSTAGE 21 // microseconds of the stages (thread 0's GPU clock), of which global updates and block 0's
 #define C_TGU 22    // stretches of rounds (the rest: grid-wide rounds)
 #define C_TBLOCK 23
-#define N_COUNTS 24
+#define C_SLACK 24  // 24, 25 (one u64, little-endian): the init's largest own value - best value of a row
+#define N_COUNTS 26
 
 struct Prob {
     int n, m;
@@ -706,12 +707,14 @@ extern "C" __global__ void __launch_bounds__(MAX_THREADS, 1)
             if (s.assigned[i] == FREE) s.list0[atomicAdd(&s.counts[C_LIST0], 1)] = i;
         }
     } else {
+        i64 slack = 0;  // (lane 0's: how far from eps-CS the rows are, for the driver to skip idle phases)
         for (int i = gwarp; i < p.n; i += nwarps) {
             i64 b1, b2;
             int j1;
             row_best(p, s.price, i, lane, b1, j1, b2);
             if (lane == 0) {
                 const i64 own = own_value(p, s, i);
+                slack = max(slack, own >= INF64 ? INF64 : own - b1);
                 if (own > b1 + eps) {
                     const int a = s.assigned[i];
                     if (a >= 0) {
@@ -724,6 +727,7 @@ extern "C" __global__ void __launch_bounds__(MAX_THREADS, 1)
                 }
             }
         }
+        if (lane == 0 && slack > 0) atomicMax((u64*)&s.counts[C_SLACK], (u64)slack);
     }
     g.sync();
     stage<true>(g, p, s, eps, small, gs_rows, finish, tail, max_rounds, gu_rounds, gu_cap, gu_hops, gu_grid,

@@ -138,7 +138,8 @@ PRIVATE = -2
 _C_ERROR, _C_FWD, _C_REV, _C_RELEASED, _C_STALE = 3, 4, 5, 6, 7
 _C_FPATH, _C_RPATH, _C_FGRID, _C_RGRID, _C_FLAB, _C_RLAB, _C_GUPD, _C_GURND = 8, 9, 10, 11, 12, 13, 14, 15
 _C_TSTAGE, _C_TGU, _C_TBLOCK = 21, 22, 23  # microseconds (the GPU's clock; 0 when emulating)
-_N_COUNTS = 24
+_C_SLACK = 24  # 24, 25: a u64, the phase's largest (own value - best value) of a row when it started
+_N_COUNTS = 26
 
 LAST_STATS: dict = {}
 """Counters of the last solve: phases, forward / reverse rounds, released rows, stale columns, seconds."""
@@ -194,7 +195,8 @@ def solve(n: int, m: int, rows, cols, cost, priv, *, edge_range: int, emulate: b
     ws = _Workspace(xp, n, m)
     stats = {"phases": 0, "forward_rounds": 0, "reverse_rounds": 0, "released": 0, "stale": 0,
              "forward_paths": 0, "reverse_paths": 0, "forward_grid_rounds": 0, "reverse_grid_rounds": 0,
-             "global_updates": 0, "global_update_rounds": 0, "first_try": "capped", "per_phase": []}
+             "global_updates": 0, "global_update_rounds": 0, "first_try": "capped", "skipped_phases": 0,
+             "per_phase": []}
     plan = [(1, True, FIRST_TRY_ROUNDS)]
     for k, (eps, first, cap) in enumerate(plan):
         last = k == len(plan) - 1 and k > 0
@@ -229,6 +231,13 @@ def solve(n: int, m: int, rows, cols, cost, priv, *, edge_range: int, emulate: b
         elif counts[_C_ERROR] == 2:
             raise GatedAuctionError(f"auction did not converge within {MAX_ROUNDS} rounds at eps={eps}; "
                                     "please report this instance")
+        elif counts[_C_RELEASED] == 0 and counts[_C_STALE] == 0 and not EARLY_STOP:
+            # an idle phase: every row is within `slack` of its best option (and the phase before ended
+            # complete), so no phase with eps >= slack would release one either
+            slack = int(counts[_C_SLACK]) & 0xFFFFFFFF | (int(counts[_C_SLACK + 1]) & 0xFFFFFFFF) << 32
+            kept = [step for step in plan[k + 1:] if step[0] < slack]
+            stats["skipped_phases"] += len(plan) - (k + 1) - len(kept)
+            plan[k + 1:] = kept
     stats["seconds"] = time.perf_counter() - t0
     LAST_STATS.clear()
     LAST_STATS.update(stats)
@@ -372,16 +381,19 @@ class _Emulated:
             listed = [i for i in range(n) if assigned[i] == -1]
             freed = []
         else:
-            listed, freed = [], []
+            listed, freed, slack = [], [], 0
             for i in range(n):
                 b1 = self._row_best(prob, price, i)[0]
-                if self._own(prob, ws, i) > b1 + eps:
+                own = self._own(prob, ws, i)
+                slack = max(slack, INF64 if own >= INF64 else own - b1)
+                if own > b1 + eps:
                     if assigned[i] >= 0:
                         owner[assigned[i]] = -1
                         freed.append(int(assigned[i]))
                     assigned[i] = -1
                     listed.append(i)
                     counts[_C_RELEASED] += 1
+            counts[_C_SLACK], counts[_C_SLACK + 1] = slack & 0xFFFFFFFF, slack >> 32
         listed, counts[_C_FWD], counts[_C_FPATH], counts[_C_GUPD] = _settle(
             listed, lambda left: self._forward_round(prob, ws, left, eps),
             lambda i: gated_finish.forward(prob, ws, i), cap, tail, finish,

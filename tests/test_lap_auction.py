@@ -690,3 +690,19 @@ def test_refine_dense_is_eps_optimal_from_any_start_and_prices(rng):
         assert sorted(got.tolist()) == list(range(n))
         resolution = (cost.max() - cost.min()) / (1 << auction.COST_BITS)  # eps_cost 0: one integer unit
         assert cost[np.arange(n), got].sum() <= optimum + n * max(eps_cost, resolution) * (1 + 1e-6) + 1e-9 * optimum
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("size, n_edges", [(1, 1), (7, 40), (1000, 5000), (100_000, 30_000)])
+def test_gated_layout_matches_numpy(size, n_edges):
+    # the CSR / CSC layout on the GPU (32-bit radix sort, ga_offsets) equals NumPy's, empty rows included
+    import cupy
+
+    rng = np.random.default_rng(size + n_edges)
+    key = rng.integers(0, size, n_edges)
+    other = rng.integers(0, 50, n_edges)
+    cost = rng.integers(0, 1 << 40, n_edges)
+    want = gated_auction._grouped(np, key, size, other, cost)
+    got = gated_auction._grouped(cupy, cupy.asarray(key), size, cupy.asarray(other), cupy.asarray(cost))
+    for w, g in zip(want, got):
+        np.testing.assert_array_equal(w, cupy.asnumpy(g))

@@ -746,3 +746,14 @@ extern "C" __global__ void __launch_bounds__(MAX_THREADS, 1)
     stage<false>(g, p, s, eps, small, gs_rows, finish, tail, max_rounds, gu_reverse ? gu_rounds : 0, gu_cap,
                  gu_hops, gu_reverse ? gu_grid : 0, C_REV);
 }
+
+// The CSR (CSC) offsets of edges sorted by row (column): ptr[k] = the first position whose key is k or more
+// (ptr[size] = n_edges), key[order[e]] being the e-th smallest key. One thread per boundary between positions.
+extern "C" __global__ void ga_offsets(const int* __restrict__ key, const i64* __restrict__ order, i64 n_edges,
+                                      int size, i64* __restrict__ ptr) {
+    for (i64 e = blockIdx.x * (i64)blockDim.x + threadIdx.x; e <= n_edges; e += (i64)gridDim.x * blockDim.x) {
+        const int before = e == 0 ? -1 : key[order[e - 1]];
+        const int here = e == n_edges ? size : key[order[e]];
+        for (int k = before + 1; k <= here; ++k) ptr[k] = e;
+    }
+}

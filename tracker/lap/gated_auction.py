@@ -259,12 +259,15 @@ class _Problem:
 
 
 def _grouped(xp, key, size, other, cost):
-    if xp is np:
-        order = np.argsort(key, kind="stable")
-    else:  # (CuPy's radix sort, stable: half the passes on 32-bit keys)
-        order = xp.argsort(key.astype(np.int32) if size < 2**31 else key)
-    ptr = xp.zeros(size + 1, dtype=np.int64)
-    ptr[1:] = xp.cumsum(xp.bincount(key, minlength=size))
+    if xp is np or size >= 2**31:
+        order = xp.argsort(key, kind="stable") if xp is np else xp.argsort(key)
+        ptr = xp.zeros(size + 1, dtype=np.int64)
+        ptr[1:] = xp.cumsum(xp.bincount(key, minlength=size))
+    else:  # CuPy's radix sort (stable) on 32-bit keys, and the offsets from the sorted keys in one launch
+        key = key.astype(np.int32)
+        order = xp.argsort(key)
+        ptr = xp.empty(size + 1, dtype=np.int64)
+        _cuda().offsets(key, order, ptr)
     return ptr, xp.ascontiguousarray(other[order].astype(np.int32)), xp.ascontiguousarray(cost[order])
 
 
@@ -300,9 +303,17 @@ class _Cuda:
         from ._cuda import load_module
 
         self.xp = cupy
-        self.function = load_module("lap/gated_auction.cu", cooperative=True).get_function("ga_phase")
+        module = load_module("lap/gated_auction.cu", cooperative=True)
+        self.function = module.get_function("ga_phase")
+        self._offsets = module.get_function("ga_offsets")
         self.sms = cupy.cuda.Device().attributes["MultiProcessorCount"]
         self._blocks = {}
+
+    def offsets(self, key, order, ptr) -> None:
+        """``ptr`` (size + 1) of int32 ``key`` sorted by ``order`` (``ga_offsets``)."""
+        n_edges = int(key.size)  # (the module's launches are cooperative: a grid that fits at once, striding)
+        blocks = max(1, min((n_edges + 256) // 256, 4 * self.sms))
+        self._offsets((blocks,), (256,), (key, order, np.int64(n_edges), np.int32(ptr.size - 1), ptr))
 
     def blocks(self, threads: int) -> int:
         """Blocks of a cooperative launch of ``threads`` each: as many as fit on the GPU at once."""

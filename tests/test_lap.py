@@ -171,6 +171,37 @@ def test_gated_validation():
     assert rows.size == 0 and cols.size == 0
 
 
+@pytest.mark.parametrize("on_gpu", [False, pytest.param(True, marks=pytest.mark.gpu)])
+def test_gated_validation_every_case(on_gpu):
+    # every bad input gets its one-line error, on the host and on the GPU (one pass of a kernel there), and the
+    # "no link" costs as numbers, host arrays and (on the GPU) device arrays
+    xp = np
+    solver = "scipy"
+    if on_gpu:
+        cupy = pytest.importorskip("cupy")
+        xp, solver = cupy, "auction"
+    rows, cols, cost = xp.asarray([0, 1, 1]), xp.asarray([1, 0, 2]), xp.asarray([0.5, 0.2, 0.3])
+    bad = {"out of range": [(xp.asarray([0, 2, 1]), cols, cost), (xp.asarray([0, -1, 1]), cols, cost),
+                            (rows, xp.asarray([1, 0, 3]), cost), (rows, xp.asarray([1, -5, 2]), cost)],
+           "edge costs must be finite": [(rows, cols, xp.asarray([0.5, np.inf, 0.3])),
+                                         (rows, cols, xp.asarray([np.nan, 0.2, 0.3]))]}
+    for message, cases in bad.items():
+        for r, c, w in cases:
+            with pytest.raises(ValueError, match=message):
+                lap.solve_gated(r, c, w, (2, 3), 1.0, solver=solver)
+    bad_no_link = [(np.inf, None), (1.0, np.array([1.0, np.nan, 1.0])), (np.array([1.0, -np.inf]), 1.0)]
+    if on_gpu:
+        bad_no_link.append((xp.asarray([1.0, np.nan]), 1.0))
+    for row_un, col_un in bad_no_link:
+        with pytest.raises(ValueError, match="no-link"):
+            lap.solve_gated(rows, cols, cost, (2, 3), row_un, col_un, solver=solver)
+    want = ([0, 1], [1, 0])
+    for row_un, col_un in [(1.0, None), (np.array([1.0, 1.0]), np.full(3, 1.0)), (xp.asarray([1.0, 1.0]), 1.0)]:
+        got = lap.solve_gated(rows, cols, cost, (2, 3), row_un, col_un, solver=solver)
+        np.testing.assert_array_equal(got[0], want[0])
+        np.testing.assert_array_equal(got[1], want[1])
+
+
 def test_available_solvers_lists_scipy_and_auto():
     names = lap.available_solvers()
     assert names[0] == "auto" and "scipy" in names

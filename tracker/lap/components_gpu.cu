@@ -38,6 +38,24 @@
 #define WARPS_PER_BLOCK 4
 #define FULL 0xffffffffu
 
+// ------------------------------------------------------------ the input --
+
+// What is wrong with the candidate edges, in one pass (tracker.lap.solve_gated's checks): flags |= 1 for a row
+// index outside [0, n_rows), 2 for a column outside [0, n_cols), 4 for a cost that is not finite.
+extern "C" __global__ void check_edges(const long long n_edges, const long long n_rows, const long long n_cols,
+                                       const long long* __restrict__ rows, const long long* __restrict__ cols,
+                                       const double* __restrict__ cost, int* __restrict__ flags)
+{
+    int wrong = 0;
+    for (long long e = blockIdx.x * (long long)blockDim.x + threadIdx.x; e < n_edges;
+         e += (long long)gridDim.x * blockDim.x) {
+        if (rows[e] < 0 || rows[e] >= n_rows) wrong |= 1;
+        if (cols[e] < 0 || cols[e] >= n_cols) wrong |= 2;
+        if (!isfinite(cost[e])) wrong |= 4;
+    }
+    if (wrong) atomicOr(flags, wrong);
+}
+
 // ---------------------------------------------------------------- step 1 --
 
 __device__ __forceinline__ int cc_root(int* parent, int v)

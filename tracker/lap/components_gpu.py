@@ -66,7 +66,7 @@ class _CudaKernels:
         self.xp = cupy
         module = load_module("lap/components_gpu.cu")
         self.f = {name: module.get_function(name)
-                  for name in ("cc_init", "cc_hook", "cc_finalize", "cc_classify", "group_edges", "component_starts",
+                  for name in ("check_edges", "cc_init", "cc_hook", "cc_finalize", "cc_classify", "group_edges", "component_starts",
                                "solve_small_components", "link_edges", "gather_edges", "linked_rows", "pair_rows")}
         self.sms = cupy.cuda.Device().attributes["MultiProcessorCount"]
 
@@ -75,6 +75,15 @@ class _CudaKernels:
 
     def _launch(self, name, items, *args):
         self.f[name](self._grid(items), (_THREADS,), args)
+
+    def check_edges(self, n_rows, n_cols, rows, cols, cost) -> int:
+        """Flags of what is wrong with int64 ``rows``, ``cols`` and float64 ``cost`` (contiguous): 1 a row
+        index out of range, 2 a column index, 4 a cost that is not finite; one pass."""
+        flags = self.xp.zeros(1, dtype=np.int32)
+        if rows.size:
+            self._launch("check_edges", rows.size, np.int64(rows.size), np.int64(n_rows), np.int64(n_cols), rows,
+                         cols, cost, flags)
+        return int(flags.get()[0])
 
     def keys(self, n_rows, n_cols, rows, cols, cost, row_un, col_un, max_side):
         """Sort key ``(class * n_nodes + component) * n_edges + edge`` of every edge (class 0 single, 1 small,

@@ -20,8 +20,8 @@
 //   them (the driver, CuPy's sort) groups the edges by class, then component, keeping the edges' order
 //   within a component: a stable sort by (class, component).
 // Step 3b (group_edges): from the sorted keys, every position's edge (perm) and the first position of
-//   classes 1, 2 and 3; (component_starts) the first position of every small component, appended with
-//   warp-aggregated atomics (the driver sorts them).
+//   classes 1, 2 and 3; (start_flags, place_starts) the first position of every small component, in order
+//   (flags, the driver's exclusive scan of them, each written at its number).
 // Step 4 (solve_small_components): one warp per small component, exact shortest augmenting path
 //   (Jonker-Volgenant / the algorithm of scipy's linear_sum_assignment) on the reduced problem
 //   r x (c + r): column j < c is real with weight cost - col_unassigned[j] (+inf without edge),
@@ -29,10 +29,10 @@
 //   row i (potential u, matched column), lane j % 32 owns columns j and j + 32 (potential v,
 //   shortest path cost, predecessor, visited flag, matched row). Every row is matched, so every
 //   augmenting path ends; the objective differs from the gated one by sum(col_unassigned).
-// Step 5 (link_edges, gather_edges, linked_rows, pair_rows): the chosen edges of every class as
+// Step 5 (link_edges, gather_edges, link_flags, place_links): the chosen edges of every class as
 //   link_of_row[row] = col + 1 (0: no link); the large components' edges gathered for the caller's
-//   solver; at the end the linked rows appended (then sorted by the driver) and paired with their
-//   columns: the links sorted by row.
+//   solver; at the end the links in row order (flags, the driver's exclusive scan, each link written at
+//   its number).
 
 #define WARP_MAX 32           // rows and columns of a component for the warp solver
 #define WARPS_PER_BLOCK 4
@@ -163,21 +163,6 @@ extern "C" __global__ void cc_classify(const long long n_edges, const int n_node
 
 // --------------------------------------------------------------- step 3b --
 
-// Appends `value` to out[] (counter *count) for every lane with take == true, one atomic per warp; every
-// lane of the warp calls it (warp-uniform loops).
-__device__ __forceinline__ void warp_append(bool take, long long value, long long* __restrict__ out,
-                                            unsigned long long* __restrict__ count)
-{
-    const unsigned takers = __ballot_sync(FULL, take);
-    if (takers == 0) return;
-    const int lane = threadIdx.x & 31;
-    const int leader = __ffs(takers) - 1;
-    unsigned long long base = 0;
-    if (lane == leader) base = atomicAdd(count, (unsigned long long)__popc(takers));
-    base = __shfl_sync(FULL, base, leader);
-    if (take) out[base + __popc(takers & ((1u << lane) - 1))] = value;
-}
-
 // From the sorted keys: perm[p] = the edge at position p, and class_start[c - 1] = the first position
 // of class c or later (c = 1, 2, 3). Positions p = 0 .. n_edges (the last one stands for a class 4 after
 // every edge), each writing the class starts that fall between its predecessor's class and its own.
@@ -195,18 +180,30 @@ extern "C" __global__ void group_edges(const long long n_edges, const int n_node
 }
 
 // The start of every small component, relative to the small class's first position `begin`, and the
-// end `end - begin` (positions begin .. end of the sorted keys), appended to starts[] in any order.
-extern "C" __global__ void component_starts(const long long n_edges, const long long begin, const long long end,
-                                            const long long* __restrict__ sorted_key, long long* __restrict__ starts,
-                                            unsigned long long* __restrict__ count)
+// end `end - begin` (positions begin .. end of the sorted keys), in order: start_flags marks them (flag[k] for
+// position begin + k, flag[end - begin + 1] = 0), the driver's exclusive scan numbers them, place_starts
+// writes each at its number.
+__device__ __forceinline__ bool is_start(const long long n_edges, const long long begin, const long long end,
+                                         const long long* __restrict__ sorted_key, const long long p)
 {
-    const long long stride = (long long)gridDim.x * blockDim.x;
-    for (long long base = begin + blockIdx.x * (long long)blockDim.x; base <= end; base += stride) {  // warp-uniform
-        const long long p = base + threadIdx.x;
-        const bool start = p <= end && (p == begin || p == end
-                                        || sorted_key[p] / n_edges != sorted_key[p - 1] / n_edges);
-        warp_append(start, p - begin, starts, count);
-    }
+    return p == begin || p == end || sorted_key[p] / n_edges != sorted_key[p - 1] / n_edges;
+}
+
+extern "C" __global__ void start_flags(const long long n_edges, const long long begin, const long long end,
+                                       const long long* __restrict__ sorted_key, long long* __restrict__ flag)
+{
+    for (long long k = blockIdx.x * (long long)blockDim.x + threadIdx.x; k <= end - begin + 1;
+         k += (long long)gridDim.x * blockDim.x)
+        flag[k] = k <= end - begin && is_start(n_edges, begin, end, sorted_key, begin + k) ? 1 : 0;
+}
+
+extern "C" __global__ void place_starts(const long long n_edges, const long long begin, const long long end,
+                                        const long long* __restrict__ sorted_key,
+                                        const long long* __restrict__ number, long long* __restrict__ starts)
+{
+    for (long long k = blockIdx.x * (long long)blockDim.x + threadIdx.x; k <= end - begin;
+         k += (long long)gridDim.x * blockDim.x)
+        if (is_start(n_edges, begin, end, sorted_key, begin + k)) starts[number[k]] = k;
 }
 
 // ---------------------------------------------------------------- step 4 --
@@ -403,21 +400,25 @@ extern "C" __global__ void gather_edges(const long long n, const long long* __re
     }
 }
 
-// The rows with a link, appended to out[] in any order (the driver sorts them).
-extern "C" __global__ void linked_rows(const int n_rows, const long long* __restrict__ link_of_row,
-                                       long long* __restrict__ out, unsigned long long* __restrict__ count)
+// The links in row order: link_flags marks the linked rows (flag[n_rows] = 0), the driver's exclusive scan
+// numbers them, place_links writes row and column at each number.
+extern "C" __global__ void link_flags(const int n_rows, const long long* __restrict__ link_of_row,
+                                      long long* __restrict__ flag)
 {
-    const int stride = gridDim.x * blockDim.x;
-    for (int base = blockIdx.x * blockDim.x; base < n_rows; base += stride) {  // warp-uniform
-        const int r = base + threadIdx.x;
-        warp_append(r < n_rows && link_of_row[r] > 0, r, out, count);
-    }
+    for (long long r = blockIdx.x * (long long)blockDim.x + threadIdx.x; r <= n_rows;
+         r += (long long)gridDim.x * blockDim.x)
+        flag[r] = r < n_rows && link_of_row[r] > 0 ? 1 : 0;
 }
 
-// cols_out[k] = the column linked to row rows_in[k].
-extern "C" __global__ void pair_rows(const long long n, const long long* __restrict__ rows_in,
-                                     const long long* __restrict__ link_of_row, long long* __restrict__ cols_out)
+extern "C" __global__ void place_links(const int n_rows, const long long* __restrict__ link_of_row,
+                                       const long long* __restrict__ number, long long* __restrict__ row_ind,
+                                       long long* __restrict__ col_ind)
 {
-    for (long long k = blockIdx.x * (long long)blockDim.x + threadIdx.x; k < n; k += (long long)gridDim.x * blockDim.x)
-        cols_out[k] = link_of_row[rows_in[k]] - 1;
+    for (long long r = blockIdx.x * (long long)blockDim.x + threadIdx.x; r < n_rows;
+         r += (long long)gridDim.x * blockDim.x) {
+        if (link_of_row[r] > 0) {
+            row_ind[number[r]] = r;
+            col_ind[number[r]] = link_of_row[r] - 1;
+        }
+    }
 }

@@ -66,8 +66,9 @@ class _CudaKernels:
         self.xp = cupy
         module = load_module("lap/components_gpu.cu")
         self.f = {name: module.get_function(name)
-                  for name in ("check_edges", "cc_init", "cc_hook", "cc_finalize", "cc_classify", "group_edges", "component_starts",
-                               "solve_small_components", "link_edges", "gather_edges", "linked_rows", "pair_rows")}
+                  for name in ("check_edges", "cc_init", "cc_hook", "cc_finalize", "cc_classify", "group_edges", "start_flags",
+                               "place_starts", "solve_small_components", "link_edges", "gather_edges", "link_flags",
+                               "place_links")}
         self.sms = cupy.cuda.Device().attributes["MultiProcessorCount"]
 
     def _grid(self, items):
@@ -116,15 +117,17 @@ class _CudaKernels:
         return perm, tuple(int(b) for b in class_start.get())
 
     def component_starts(self, key, begin, end):
-        """First position (relative to ``begin``) of every component in the sorted keys ``begin:end``, and
-        ``end - begin``: int64, ascending."""
+        """First position (relative to ``begin``) of every small component in the sorted keys ``begin:end``, and
+        ``end - begin``: int64, ascending (flags, an exclusive scan, each start written at its number)."""
+        from ..gating_gpu import exclusive_scan
+
         xp = self.xp
-        starts = xp.empty(end - begin + 1, dtype=np.int64)
-        count = xp.zeros(1, dtype=np.uint64)
-        self._launch("component_starts", end - begin + 1, np.int64(key.size), np.int64(begin), np.int64(end), key,
-                     starts, count)
-        starts = starts[:int(count.get()[0])]
-        starts.sort()  # CuPy's precompiled sort
+        number = xp.empty(end - begin + 2, dtype=np.int64)
+        args = (np.int64(key.size), np.int64(begin), np.int64(end), key)
+        self._launch("start_flags", end - begin + 2, *args, number)
+        exclusive_scan(number)
+        starts = xp.empty(int(number[-1:].get()[0]), dtype=np.int64)
+        self._launch("place_starts", end - begin + 1, *args, number, starts)
         return starts
 
     def solve_small(self, starts, perm, rows, cols, cost, row_un, col_un):
@@ -159,20 +162,19 @@ class _CudaKernels:
         return out
 
     def links(self, link_of_row):
-        """``(row_ind, col_ind)`` of the rows with a link, sorted by row."""
+        """``(row_ind, col_ind)`` of the rows with a link, sorted by row (flags, an exclusive scan, each link
+        written at its number: no sort)."""
+        from ..gating_gpu import exclusive_scan
+
         xp = self.xp
         n_rows = int(link_of_row.size)
-        row_ind = xp.empty(n_rows, dtype=np.int64)
-        count = xp.zeros(1, dtype=np.uint64)
-        if n_rows:
-            self._launch("linked_rows", n_rows, np.int32(n_rows), link_of_row, row_ind, count)
-        n = int(count.get()[0])
-        row_ind = row_ind[:n]
+        number = xp.empty(n_rows + 1, dtype=np.int64)
+        self._launch("link_flags", n_rows + 1, np.int32(n_rows), link_of_row, number)
+        exclusive_scan(number)
+        n = int(number[-1:].get()[0])
+        row_ind, col_ind = xp.empty(n, dtype=np.int64), xp.empty(n, dtype=np.int64)
         if n:
-            row_ind.sort()  # CuPy's precompiled sort
-        col_ind = xp.empty(n, dtype=np.int64)
-        if n:
-            self._launch("pair_rows", n, np.int64(n), row_ind, link_of_row, col_ind)
+            self._launch("place_links", n_rows, np.int32(n_rows), link_of_row, number, row_ind, col_ind)
         return row_ind, col_ind
 
 

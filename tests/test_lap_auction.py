@@ -562,12 +562,10 @@ def test_gated_global_update_settings(gu_rounds, gu_cap, small, reverse, step, i
 @pytest.mark.parametrize("integer", [False, True])
 def test_gated_update_chains(gu_hops, gu_cap, gu_grid, step, integer, monkeypatch):
     # the updates' chains (GU_HOPS: a warp carries a label on along a chain within one round)
-    monkeypatch.setattr(gated_auction, "GU_HOPS", gu_hops)
-    monkeypatch.setattr(gated_auction, "GU_CAP", gu_cap)
-    monkeypatch.setattr(gated_auction, "GU_GRID_ROUNDS", gu_grid)
+    for name, value in {"GU_HOPS": gu_hops, "GU_CAP": gu_cap, "GU_GRID_ROUNDS": gu_grid}.items():
+        monkeypatch.setattr(gated_auction, name, value)
     assert_generous_gate_exact(step, int(step * 10) + integer + gu_hops, integer)
-    if step == 0.5:
-        assert gated_auction.LAST_STATS["global_updates"] > 0
+    assert gated_auction.LAST_STATS["global_updates"] > 0 or step < 0.5
 
 
 @pytest.mark.gpu

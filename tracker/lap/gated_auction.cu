@@ -257,9 +257,11 @@ __device__ void rev_bid(const Prob& p, const State& s, const int* list, int coun
 // row) puts itself forward, and the LOWEST index among equal best offers is kept (atomicMax of `bound - x`, the
 // winner at rest being -1): which of several equal offers wins no longer depends on the order of the atomics,
 // so tied costs give the same assignment on every run. claim: the nominated entry takes its target (forward:
-// the column's owner is evicted; reverse: the column the row leaves is stale again if its price is > 0); the
-// others, and the evicted, are listed for the next round. One thread per listed entry; the loop is
-// warp-uniform (warp_append uses full masks).
+// the column's owner is evicted; reverse: the column the row leaves is stale again if its price is > 0) and
+// puts the target's best offer and winner back at rest (forward: 0 and -1; reverse: UINF64 and -1) for the next
+// round; the others, and the evicted, are listed for the next round. (A loser that reads the winner after
+// that reset sees -1, never its own `bound - x`: it loses all the same; no barrier is needed for the reset.)
+// One thread per listed entry; the loop is warp-uniform (warp_append uses full masks).
 template <bool FWD>
 __device__ void nominate(const State& s, const int* list, int count, int bound, int tid, int nthreads) {
     const int* target = FWD ? s.target : s.rtarget;
@@ -277,7 +279,8 @@ template <bool FWD>
 __device__ void claim(const State& s, const int* list, int count, int* next, int* next_count, int bound, int tid,
                       int nthreads) {
     const int* target = FWD ? s.target : s.rtarget;
-    const int* winner = FWD ? s.winner : s.row_winner;
+    int* winner = FWD ? s.winner : s.row_winner;
+    u64* best = FWD ? s.col_bid : s.row_bid;
     const int lane = threadIdx.x & 31;
     for (int base = tid - lane; base < count; base += nthreads) {
         const int t = base + lane;
@@ -287,7 +290,9 @@ __device__ void claim(const State& s, const int* list, int count, int* next, int
             x = list[t];
             const int y = target[x];
             if (y >= 0) {
-                if (winner[y] == bound - x) {
+                if (*(volatile int*)&winner[y] == bound - x) {
+                    best[y] = FWD ? 0 : UINF64;  // (the offers were all read by nominate, before a barrier)
+                    winner[y] = -1;
                     const int i = FWD ? x : y, j = FWD ? y : x;
                     old = FWD ? s.owner[j] : s.assigned[i];
                     s.owner[j] = i;
@@ -306,21 +311,6 @@ __device__ void claim(const State& s, const int* list, int count, int* next, int
         }
         warp_append(push_self, x, next, next_count, lane);
         warp_append(push_old, old, next, next_count, lane);
-    }
-}
-
-// The bids of a round back at rest (forward: columns' best bids 0; reverse: rows' best values UINF64).
-template <bool FWD>
-__device__ void reset_bids(const State& s, const int* list, int count, int tid, int nthreads) {
-    const int* target = FWD ? s.target : s.rtarget;
-    u64* best = FWD ? s.col_bid : s.row_bid;
-    int* winner = FWD ? s.winner : s.row_winner;
-    for (int t = tid; t < count; t += nthreads) {
-        const int y = target[list[t]];
-        if (y >= 0) {
-            best[y] = FWD ? 0 : UINF64;
-            winner[y] = -1;
-        }
     }
 }
 
@@ -586,8 +576,6 @@ __device__ void block_rounds(const Prob& p, const State& s, i64 eps, int gs_rows
         __syncthreads();
         claim<FORWARD>(s, cur, count, nxt, &s.counts[1 - parity], bound, tid, blockDim.x);
         __syncthreads();
-        reset_bids<FORWARD>(s, cur, count, tid, blockDim.x);
-        __syncthreads();
         parity ^= 1;
         ++rounds;
     }
@@ -627,8 +615,6 @@ __device__ void stage(cg::grid_group& g, const Prob& p, const State& s, i64 eps,
             nominate<FORWARD>(s, cur, count, bound, gtid, nthreads);
             g.sync();
             claim<FORWARD>(s, cur, count, nxt, &s.counts[1 - parity], bound, gtid, nthreads);
-            g.sync();
-            reset_bids<FORWARD>(s, cur, count, gtid, nthreads);
             g.sync();
             parity ^= 1;
             ++rounds;

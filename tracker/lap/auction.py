@@ -367,7 +367,7 @@ def _compact(xp, nodes, size):
 
 
 def solve_gated(n_rows, n_cols, rows, cols, cost, row_unassigned, col_unassigned, *, emulate=False,
-                return_prices=False, components=None):
+                components=None):
     """Backend ``gated`` entry point (arrays are CuPy; NumPy with ``emulate=True``).
 
     ``components`` (default :data:`components_gpu.ENABLED` on the GPU, off in

@@ -22,7 +22,8 @@ Kernels in ``components_gpu.cu``:
 4. the remaining edges (large components) go to the caller's solver (the
    sparse auction), which re-indexes rows and columns compactly;
 5. the links of all three as one column per row, read back in row order
-   (``link_edges``, ``linked_rows``, ``pair_rows``).
+   (``link_edges``, then ``link_flags``, the exclusive scan of :mod:`tracker.gating_gpu` and
+   ``place_links``: no sort).
 
 Everything stays on the GPU; only the chosen ``(row, col)`` edges are returned
 (CuPy arrays). CuPy is left allocations, copies and its precompiled sort of

@@ -22,6 +22,12 @@ from tracker.lap import _scipy, auction, dense_auction, gated_auction
 
 # ------------------------------------------------------------------ helpers --
 
+def use_settings(monkeypatch, **settings) -> None:
+    """Set constants of :mod:`tracker.lap.gated_auction` for one test (undone after it)."""
+    for name, value in settings.items():
+        monkeypatch.setattr(gated_auction, name, value)
+
+
 def gated_objective(rows, cols, chosen_r, chosen_c, cost, row_un, col_un):
     index = {(int(r), int(c)): k for k, (r, c) in enumerate(zip(rows, cols))}
     chosen_r, chosen_c = np.asarray(chosen_r), np.asarray(chosen_c)
@@ -117,7 +123,7 @@ def test_emulated_war_of_ties_is_solved_exactly(integer):
 @pytest.mark.parametrize("first_try_rounds", [0, 300])
 @pytest.mark.parametrize("step", [0.3, 0.5, 0.7])
 def test_emulated_generous_gates_match_scipy(step, first_try_rounds, monkeypatch):
-    monkeypatch.setattr(gated_auction, "FIRST_TRY_ROUNDS", first_try_rounds)
+    use_settings(monkeypatch, FIRST_TRY_ROUNDS=first_try_rounds)
     rows, cols, cost, shape, un = generous_gate_instance(400, step, seed=int(step * 10))
     row_un, col_un = np.full(shape[0], un), np.full(shape[1], un)
     got_r, got_c = auction.solve_gated(*shape, rows, cols, cost, row_un, col_un, emulate=True)
@@ -135,10 +141,7 @@ def test_emulated_generous_gates_match_scipy(step, first_try_rounds, monkeypatch
 def test_emulated_shortest_path_finisher_matches_scipy(step, small, finish, early_stop, integer, monkeypatch):
     # the finisher (gated_finish.py) settles a stage's last bidders, forward and reverse; EARLY_STOP: phases
     # before the last stop at SMALL bidders (rows stay free, columns stale); FINISH_ROWS = 10**6: paths only
-    monkeypatch.setattr(gated_auction, "EARLY_STOP", early_stop)
-    monkeypatch.setattr(gated_auction, "SMALL", small)
-    monkeypatch.setattr(gated_auction, "FINISH_ROWS", finish)
-    monkeypatch.setattr(gated_auction, "FIRST_TRY_ROUNDS", 0)
+    use_settings(monkeypatch, EARLY_STOP=early_stop, SMALL=small, FINISH_ROWS=finish, FIRST_TRY_ROUNDS=0)
     assert_emulated_generous_gate_exact(250, step, int(step * 10) + integer, integer)
     if finish:
         assert gated_auction.LAST_STATS["forward_paths"] > 0
@@ -174,10 +177,7 @@ def test_emulated_idle_phases_are_skipped_and_stay_exact(step):
 @pytest.mark.parametrize("integer", [False, True])
 def test_emulated_global_price_updates_match_scipy(step, gu_rounds, gu_cap, reverse, integer, monkeypatch):
     # the global price updates (GU_ROUNDS; capped or not; forward stages or both): exact
-    monkeypatch.setattr(gated_auction, "GU_ROUNDS", gu_rounds)
-    monkeypatch.setattr(gated_auction, "GU_CAP", gu_cap)
-    monkeypatch.setattr(gated_auction, "GU_REVERSE", reverse)
-    monkeypatch.setattr(gated_auction, "FIRST_TRY_ROUNDS", 0)
+    use_settings(monkeypatch, GU_ROUNDS=gu_rounds, GU_CAP=gu_cap, GU_REVERSE=reverse, FIRST_TRY_ROUNDS=0)
     assert_emulated_generous_gate_exact(300, step, int(step * 10) + 7 * integer, integer)
     assert (gated_auction.LAST_STATS["global_updates"] > 0) == (gu_rounds > 0)
 
@@ -187,10 +187,7 @@ def test_emulated_global_price_updates_match_scipy(step, gu_rounds, gu_cap, reve
 @pytest.mark.parametrize("integer", [False, True])
 def test_emulated_grid_round_updates_match_scipy(step, gu_grid, gu_rounds, integer, monkeypatch):
     # the updates during the grid rounds (GU_GRID_ROUNDS; SMALL lowered so that the stages run grid rounds)
-    monkeypatch.setattr(gated_auction, "GU_GRID_ROUNDS", gu_grid)
-    monkeypatch.setattr(gated_auction, "GU_ROUNDS", gu_rounds)
-    monkeypatch.setattr(gated_auction, "SMALL", 4)
-    monkeypatch.setattr(gated_auction, "FIRST_TRY_ROUNDS", 0)
+    use_settings(monkeypatch, GU_GRID_ROUNDS=gu_grid, GU_ROUNDS=gu_rounds, SMALL=4, FIRST_TRY_ROUNDS=0)
     assert_emulated_generous_gate_exact(300, step, int(step * 10) + 7 * integer + gu_grid, integer)
     assert gated_auction.LAST_STATS["global_updates"] > 0
 
@@ -521,9 +518,7 @@ def assert_generous_gate_exact(step: float, seed: int, integer: bool) -> None:
                                                      (4, 100000, 256), (4, 64, 1024), (4, 256, 1024)])
 @pytest.mark.parametrize("integer", [False, True])
 def test_gated_tail_settings(gs_rows, small, threads, integer, monkeypatch):
-    monkeypatch.setattr(gated_auction, "GS_ROWS", gs_rows)
-    monkeypatch.setattr(gated_auction, "SMALL", small)
-    monkeypatch.setattr(gated_auction, "THREADS", threads)
+    use_settings(monkeypatch, GS_ROWS=gs_rows, SMALL=small, THREADS=threads)
     assert_generous_gate_exact(0.5, 11, integer)
 
 
@@ -533,9 +528,7 @@ def test_gated_tail_settings(gs_rows, small, threads, integer, monkeypatch):
 @pytest.mark.parametrize("step", [0.5])
 @pytest.mark.parametrize("integer", [False, True])
 def test_gated_finisher_settings(finish, small, early_stop, step, integer, monkeypatch):
-    monkeypatch.setattr(gated_auction, "EARLY_STOP", early_stop)
-    monkeypatch.setattr(gated_auction, "FINISH_ROWS", finish)
-    monkeypatch.setattr(gated_auction, "SMALL", small)
+    use_settings(monkeypatch, EARLY_STOP=early_stop, FINISH_ROWS=finish, SMALL=small)
     assert_generous_gate_exact(step, int(step * 10) + integer, integer)
 
 
@@ -547,10 +540,7 @@ def test_gated_finisher_settings(finish, small, early_stop, step, integer, monke
 @pytest.mark.parametrize("integer", [False, True])
 def test_gated_global_update_settings(gu_rounds, gu_cap, small, reverse, step, integer, monkeypatch):
     # the global price updates (gated_auction.cu, global_update), capped and not, forward stages or both
-    monkeypatch.setattr(gated_auction, "GU_ROUNDS", gu_rounds)
-    monkeypatch.setattr(gated_auction, "GU_CAP", gu_cap)
-    monkeypatch.setattr(gated_auction, "GU_REVERSE", reverse)
-    monkeypatch.setattr(gated_auction, "SMALL", small)
+    use_settings(monkeypatch, GU_ROUNDS=gu_rounds, GU_CAP=gu_cap, GU_REVERSE=reverse, SMALL=small)
     assert_generous_gate_exact(step, int(step * 10) + integer, integer)
     if step == 0.5 and small > 0:  # (with SMALL = 0 the grid rounds run to the end: no tail, no update)
         assert gated_auction.LAST_STATS["global_updates"] > 0
@@ -562,8 +552,7 @@ def test_gated_global_update_settings(gu_rounds, gu_cap, small, reverse, step, i
 @pytest.mark.parametrize("integer", [False, True])
 def test_gated_update_chains(gu_hops, gu_cap, gu_grid, step, integer, monkeypatch):
     # the updates' chains (GU_HOPS: a warp carries a label on along a chain within one round)
-    for name, value in {"GU_HOPS": gu_hops, "GU_CAP": gu_cap, "GU_GRID_ROUNDS": gu_grid}.items():
-        monkeypatch.setattr(gated_auction, name, value)
+    use_settings(monkeypatch, GU_HOPS=gu_hops, GU_CAP=gu_cap, GU_GRID_ROUNDS=gu_grid)
     assert_generous_gate_exact(step, int(step * 10) + integer + gu_hops, integer)
     assert gated_auction.LAST_STATS["global_updates"] > 0 or step < 0.5
 
@@ -574,8 +563,7 @@ def test_gated_update_chains(gu_hops, gu_cap, gu_grid, step, integer, monkeypatc
 @pytest.mark.parametrize("integer", [False, True])
 def test_gated_grid_round_updates(gu_grid, small, step, integer, monkeypatch):
     # the updates in the grid rounds (GU_GRID_ROUNDS)
-    monkeypatch.setattr(gated_auction, "GU_GRID_ROUNDS", gu_grid)
-    monkeypatch.setattr(gated_auction, "SMALL", small)
+    use_settings(monkeypatch, GU_GRID_ROUNDS=gu_grid, SMALL=small)
     assert_generous_gate_exact(step, int(step * 10) + integer + gu_grid, integer)
     assert gated_auction.LAST_STATS["global_updates"] > 0
 
@@ -604,7 +592,7 @@ def test_gated_auction_gives_the_same_assignment_on_every_run(instance):
 @pytest.mark.parametrize("step", [0.1, 0.3, 0.4, 0.5, 0.7])
 @pytest.mark.parametrize("first_try_rounds", [0, 300])
 def test_generous_gates_exact(step, first_try_rounds, monkeypatch):
-    monkeypatch.setattr(gated_auction, "FIRST_TRY_ROUNDS", first_try_rounds)
+    use_settings(monkeypatch, FIRST_TRY_ROUNDS=first_try_rounds)
     rows, cols, cost, shape, un = generous_gate_instance(10000, step, seed=int(step * 100))
     row_un, col_un = np.full(shape[0], un), np.full(shape[1], un)
     got, ref = check_gated(rows, cols, cost, shape, row_un, col_un)

@@ -262,10 +262,10 @@ def _check_edges(xp, rows, cols, cost, n_rows: int, n_cols: int) -> tuple[bool, 
     if xp is np:
         in_range = rows.min() >= 0 and rows.max() < n_rows and cols.min() >= 0 and cols.max() < n_cols
         return bool(in_range), bool(np.isfinite(cost).all())
-    from .components_gpu import _cuda_kernels
+    from .components_gpu import check_edges
 
-    flags = _cuda_kernels().check_edges(n_rows, n_cols, xp.ascontiguousarray(rows), xp.ascontiguousarray(cols),
-                                        xp.ascontiguousarray(cost))
+    flags = check_edges(n_rows, n_cols, xp.ascontiguousarray(rows), xp.ascontiguousarray(cols),
+                        xp.ascontiguousarray(cost))
     return not flags & 3, not flags & 4
 
 

@@ -332,6 +332,12 @@ def _cuda_kernels():
     return _CudaKernels()
 
 
+def check_edges(n_rows, n_cols, rows, cols, cost) -> int:
+    """What is wrong with a gated problem's edges (contiguous CuPy int64 ``rows``, ``cols``, float64 ``cost``),
+    one pass on the GPU: flags 1 (a row index out of range), 2 (a column index), 4 (a cost not finite)."""
+    return _cuda_kernels().check_edges(n_rows, n_cols, rows, cols, cost)
+
+
 # ------------------------------------------------------------------- driver --
 
 def solve_gated(n_rows, n_cols, rows, cols, cost, row_un, col_un, large_solver, *, emulate=False,

@@ -9,6 +9,9 @@ per-phase table of every setting (with the milliseconds of each phase's launch).
 
     PYTHONPATH=.:tests python benchmarks/lap_finish.py --cases 100000:0.5,1000000:0.3 \
         --settings FINISH_ROWS=0 FINISH_ROWS=64 --phases
+
+A case is ``nodes:f`` or ``nodes:f:family`` (``lap_instances.FAMILIES``: the point clouds the settings were not
+tuned on, 2D, clustered, mixed mobilities, drift, ...); the family is printed after ``f``.
 """
 
 from __future__ import annotations
@@ -57,8 +60,9 @@ def main(argv=None) -> int:
     phase_tables = []
     print("\n".join(lines), flush=True)
     for case in args.cases.split(","):
-        n, step = int(case.split(":")[0]), float(case.split(":")[1])
-        d_rows, d_cols, d_cost, shape, un = generous_gate_instance(n, step, seed=n + int(step * 100), backend="gpu")
+        n, step, family = int(case.split(":")[0]), float(case.split(":")[1]), (case.split(":")[2:] or ["uniform"])[0]
+        d_rows, d_cols, d_cost, shape, un = generous_gate_instance(n, step, seed=n + int(step * 100), backend="gpu",
+                                                                   family=family)
         h_rows, h_cols, h_cost = (cupy.asnumpy(a) for a in (d_rows, d_cols, d_cost))
         ref = None
         if n <= args.scipy_max_n:
@@ -83,7 +87,7 @@ def main(argv=None) -> int:
                     times.append(time.perf_counter() - t0)
                 st = dict(auction.LAST_STATS)
             except Exception as error:  # reported in the table
-                lines.append(f"| {n:,} | {step} | | {text} | error: {type(error).__name__}: {error} | | | | | | |")
+                lines.append(f"| {n:,} | {step} {family} | | {text} | error: {type(error).__name__}: {error} | | | | | | |")
                 print(lines[-1], flush=True)
                 continue
             finally:
@@ -95,7 +99,7 @@ def main(argv=None) -> int:
             exact = "yes" if abs(obj - target) <= 1e-9 * max(abs(target), 1.0) else "NO"
             exact += "" if ref is not None else " (vs first)"
             t = statistics.median(times)
-            lines.append(f"| {n:,} | {step} | {len(h_rows) / shape[0]:.1f} | {text} | {t * 1e3:.1f} ms | {obj:.6f} | "
+            lines.append(f"| {n:,} | {step}{'' if family == 'uniform' else ' ' + family} | {len(h_rows) / shape[0]:.1f} | {text} | {t * 1e3:.1f} ms | {obj:.6f} | "
                          f"{exact} | {st.get('phases')} | "
                          f"{st.get('forward_rounds')} ({st.get('forward_grid_rounds')}) | "
                          f"{st.get('reverse_rounds')} ({st.get('reverse_grid_rounds')}) | "
@@ -103,7 +107,7 @@ def main(argv=None) -> int:
                          f"{st.get('global_updates')} ({st.get('global_update_rounds')}) |")
             print(lines[-1], flush=True)
             if args.phases and st.get("per_phase"):
-                rows = [f"Per phase, {n:,} nodes, f = {step}, {text}:", "",
+                rows = [f"Per phase, {n:,} nodes, f = {step} ({family}), {text}:", "",
                         "| eps | released | fwd rounds | of which grid | fwd paths | stale | rev rounds | "
                         "of which grid | rev paths | fwd labelled | rev labelled | updates | update rounds | stages ms "
                         "(device) | of which updates | of which block 0 | ms |",

@@ -62,25 +62,66 @@ def sparse_graphs(draw, max_size: int = 8):
     return mask, weights
 
 
-def _displaced_clouds(n: int, step: float, seed: int, died: float, born: float, xp):
-    """``n`` points uniform at unit density, the displaced copy (per-axis sigma = ``step`` x the mean
-    nearest-neighbour distance) with a fraction ``died`` removed and ``born`` new points, shuffled; and sigma."""
+FAMILIES = ("uniform", "plane", "slab", "clustered", "mixed", "drift")
+"""Point-cloud families of :func:`generous_gate_instance` (independent of the family the gated solver's
+settings were tuned on, ``uniform``): ``plane``: 2D; ``slab``: 3D, 1/10 as deep as wide (a monolayer);
+``clustered``: a Thomas process (clusters of ~20 points, Gaussian spread 1/4 of the cluster spacing), so the
+density varies ~tenfold; ``mixed``: every point's sigma log-uniform from 1/10 of the nominal one to it (bound and free
+particles; the gate is set for the fastest); ``drift``: a common drift of 3 sigma along x (the
+gate widened by it, as a user would set it)."""
+
+
+def _family_points(rng: np.random.Generator, n: int, family: str):
+    """``n`` points at unit mean density in the family's box, ``(n, 2)`` for ``plane``, else ``(n, 3)``; and the
+    box's sides."""
+    if family == "plane":
+        side = n ** 0.5
+        return rng.random((n, 2)) * side, side
+    if family == "slab":
+        side = (10 * n) ** (1 / 3)
+        box = np.array([side / 10, side, side])
+        return rng.random((n, 3)) * box, box
+    side = n ** (1 / 3)
+    if family == "clustered":
+        centres = rng.random((max(1, n // 20), 3)) * side
+        spacing = 20 ** (1 / 3)
+        points = centres[rng.integers(0, len(centres), n)] + rng.normal(0.0, spacing / 4, (n, 3))
+        return np.mod(points, side), side
+    if family in ("uniform", "mixed", "drift"):
+        return rng.random((n, 3)) * side, side
+    raise ValueError(f"unknown family {family!r}; expected one of {FAMILIES}")
+
+
+def _displaced_clouds(n: int, step: float, seed: int, died: float, born: float, xp, family: str = "uniform"):
+    """``n`` points of ``family`` (:data:`FAMILIES`), the displaced copy (per-axis sigma = ``step`` x the mean
+    nearest-neighbour distance) with a fraction ``died`` removed and ``born`` new points, shuffled; sigma; and
+    the displacement that the gate must cover beyond the Gaussian's (the drift)."""
     from scipy.spatial import cKDTree
 
     rng = np.random.default_rng(seed)
-    side = n ** (1 / 3)
-    points = rng.random((n, 3)) * side
+    points, box = _family_points(rng, n, family)
     sigma = step * float(cKDTree(points).query(points, k=2, workers=-1)[0][:, 1].mean())
-    moved = points + rng.normal(0.0, sigma, points.shape)
+    per_point = np.full((n, 1), sigma)
+    extra = 0.0
+    if family == "mixed":
+        per_point = sigma * 10.0 ** rng.uniform(-1.0, 0.0, (n, 1))
+    moved = points + rng.normal(0.0, 1.0, points.shape) * per_point
+    if family == "drift":
+        moved[:, -1] += 3.0 * sigma
+        extra = 3.0 * sigma
     moved = moved[rng.random(n) >= died]
-    moved = np.concatenate([moved, rng.random((int(round(born * n)), 3)) * side])
-    return xp.asarray(points), xp.asarray(moved[rng.permutation(len(moved))]), sigma
+    moved = np.concatenate([moved, rng.random((int(round(born * n)), points.shape[1])) * box])
+    return xp.asarray(points), xp.asarray(moved[rng.permutation(len(moved))]), sigma, extra
 
 
 def _gate(points, moved, radius, backend):
     if backend == "gpu":
         from tracker.gating_gpu import gated_links_gpu
 
+        if points.shape[1] == 2:  # the GPU gate takes (z, y, x): a plane at z = 0
+            import cupy
+
+            points, moved = (cupy.pad(cupy.asarray(a), ((0, 0), (1, 0))) for a in (points, moved))
         return gated_links_gpu(points, moved, radius)
     from scipy.spatial import cKDTree
 
@@ -88,22 +129,24 @@ def _gate(points, moved, radius, backend):
     return pairs.row.astype(np.int64), pairs.col.astype(np.int64), pairs.data**2
 
 
-def generous_gate_instance(n: int, step: float, seed: int = 0, backend: str = "cpu"):
+def generous_gate_instance(n: int, step: float, seed: int = 0, backend: str = "cpu", family: str = "uniform"):
     """Issue 27's generous-gate family: a gated linking problem with tens of candidates per row.
 
     Uniform points at unit density, displaced by a Gaussian of per-axis sigma = ``step`` x the mean
     nearest-neighbour distance, 5 % of them dying and 5 % born; candidates within 4.5 sqrt(3) sigma (4.5
     RMS steps), cost = squared distance, no-link cost 1.05 x the largest candidate cost. ``backend="gpu"``
     gates on the GPU (``tracker.gating_gpu``; CuPy arrays out). Candidates per row: about 1.3 / 9.5 / 38 /
-    104 at steps 0.1 / 0.3 / 0.5 / 0.7. Returns ``rows, cols, cost, (n_rows, n_cols), no_link_cost``.
+    104 at steps 0.1 / 0.3 / 0.5 / 0.7. ``family`` (:data:`FAMILIES`) swaps the uniform 3D cloud for another
+    (the gate is then 4.5 RMS steps in the family's dimension, plus the drift).
+    Returns ``rows, cols, cost, (n_rows, n_cols), no_link_cost``.
     """
     import numpy as xp_np
 
     xp = xp_np
     if backend == "gpu":
         import cupy as xp
-    points, moved, sigma = _displaced_clouds(n, step, seed, 0.05, 0.05, xp)
-    rows, cols, cost = _gate(points, moved, 4.5 * np.sqrt(3) * sigma, backend)
+    points, moved, sigma, extra = _displaced_clouds(n, step, seed, 0.05, 0.05, xp, family)
+    rows, cols, cost = _gate(points, moved, 4.5 * np.sqrt(points.shape[1]) * sigma + extra, backend)
     no_link = 1.05 * float(cost.max()) if cost.size else 1.0
     return rows, cols, cost, (n, int(moved.shape[0])), no_link
 
@@ -117,7 +160,7 @@ def full_matching_instance(n: int, step: float, seed: int = 0, backend: str = "c
     xp = xp_np
     if backend == "gpu":
         import cupy as xp
-    points, moved, sigma = _displaced_clouds(n, step, seed, 0.05, 0.0, xp)
+    points, moved, sigma, _ = _displaced_clouds(n, step, seed, 0.05, 0.0, xp)
     rows, cols, cost = _gate(points, moved, 6.0 * sigma, backend)
     return rows, cols, cost, (n, int(moved.shape[0]))
 

@@ -99,6 +99,25 @@ def test_emulated_claim_breaks_ties_by_index():
         assert ws.owner[0] == 0 and ws.price[0] == 5 and sorted(following) == [1, 2]
 
 
+def test_emulated_dense_claim_breaks_ties_by_index():
+    # the square auction's rounds (auction.cuh nominate_step / claim_step): of equal highest bids for a column
+    # the lowest row wins whatever the order of the list, and the column's bid goes back to rest
+    from types import SimpleNamespace
+
+    from tracker.lap.auction_emulation import EmulatedKernels
+
+    for order in ([2, 0, 1], [1, 2, 0], [0, 1, 2]):
+        target, bid = np.zeros(3, np.int32), np.array([5, 4, 5], np.int64)
+        col_bid, winner, owner = np.array([5], np.int64), np.array([-1], np.int32), np.array([-1], np.int32)
+        assigned, price = np.full(3, -1, np.int32), np.zeros(1, np.int64)
+        following, following_count = np.empty(3, np.int32), np.zeros(1, np.int32)
+        EmulatedKernels().claim(SimpleNamespace(n=3), np.array(order, np.int32), np.array([3]), target, bid, col_bid,
+                                winner, owner, assigned, price, following, following_count)
+        assert owner[0] == 0 and assigned[0] == 0 and price[0] == 5
+        assert sorted(following[:following_count[0]].tolist()) == [1, 2]
+        assert col_bid[0] == 0 and winner[0] == -1
+
+
 def test_emulated_asymmetric_form_on_tracking_costs():
     rows, cols, cost, shape, un = geometric_gated(1500, 0.5, seed=4)
     row_un, col_un = np.full(shape[0], un), np.full(shape[1], un)

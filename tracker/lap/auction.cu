@@ -1,7 +1,8 @@
 // Forward auction (Bertsekas) for square min-cost assignment problems with
 // int64 costs, on the GPU: Jacobi bidding, one warp per unassigned row (best
 // and second-best object by warp shuffles), one winning bid per object
-// (atomicMax on the bid, then atomicCAS on the winner), a compacted list of
+// (atomicMax on the bid, then the lowest row among the highest bids: auction.cuh's
+// nominate_step and claim_step), a compacted list of
 // unassigned rows (warp-aggregated appends), epsilon-scaling driven from the
 // host (auction.py).
 //
@@ -98,10 +99,10 @@
             bid_step<DENSE>(p, price, cur, count, eps, target, bid, col_bid, warp, nwarps, lane,     \
                             error);                                                                  \
             __syncthreads();                                                                         \
-            claim_step(cur, count, target, bid, col_bid, winner, owner, assigned, price, nxt,        \
-                       nxt_count, tid, nthreads);                                                    \
+            nominate_step(cur, count, target, bid, col_bid, winner, p.n, tid, nthreads);             \
             __syncthreads();                                                                         \
-            reset_step(cur, count, target, col_bid, winner, tid, nthreads);                          \
+            claim_step(cur, count, target, bid, col_bid, winner, owner, assigned, price, nxt,        \
+                       nxt_count, p.n, tid, nthreads);                                               \
             __syncthreads();                                                                         \
             parity = 1 - parity;                                                                     \
             ++it;                                                                                    \
@@ -115,17 +116,17 @@
 KERNELS(csr, false)
 KERNELS(dense, true)
 
-extern "C" __global__ void auction_claim(const int* list, const int* count, const int* target,
-                                         const i64* bid, const i64* col_bid, int* winner, int* owner,
-                                         int* assigned, i64* price, int* next, int* next_count) {
-    claim_step(list, *count, target, bid, col_bid, winner, owner, assigned, price, next, next_count,
-               blockIdx.x * blockDim.x + threadIdx.x, gridDim.x * blockDim.x);
+extern "C" __global__ void auction_nominate(const int* list, const int* count, const int* target,
+                                            const i64* bid, const i64* col_bid, int* winner, int bound) {
+    nominate_step(list, *count, target, bid, col_bid, winner, bound, blockIdx.x * blockDim.x + threadIdx.x,
+                  gridDim.x * blockDim.x);
 }
 
-extern "C" __global__ void auction_reset(const int* list, const int* count, const int* target,
-                                         i64* col_bid, int* winner) {
-    reset_step(list, *count, target, col_bid, winner, blockIdx.x * blockDim.x + threadIdx.x,
-               gridDim.x * blockDim.x);
+extern "C" __global__ void auction_claim(const int* list, const int* count, const int* target,
+                                         const i64* bid, i64* col_bid, int* winner, int* owner,
+                                         int* assigned, i64* price, int* next, int* next_count, int bound) {
+    claim_step(list, *count, target, bid, col_bid, winner, owner, assigned, price, next, next_count, bound,
+               blockIdx.x * blockDim.x + threadIdx.x, gridDim.x * blockDim.x);
 }
 
 // Hand-over of the dense auction to the exact Hungarian finish (auction.py, dense_with_exact_finish), in

@@ -163,11 +163,26 @@ __device__ void bid_step(const Problem& p, const i64* price, const int* list, in
     }
 }
 
-// Claiming: thread per list entry; the highest bidder of each column (ties:
-// the first CAS) takes it, the previous owner and the losers go to `next`.
-__device__ void claim_step(const int* list, int count, const int* target, const i64* bid,
-                           const i64* col_bid, int* winner, int* owner, int* assigned, i64* price,
-                           int* next, int* next_count, int tid, int nthreads) {
+// The conflicts of a Jacobi round, in two steps with a barrier between them (as the gated auction's, in
+// gated_auction.cu). nominate: every listed row whose bid is its column's highest puts itself forward, and the
+// LOWEST row among equal highest bids is kept (atomicMax of `bound - i`, the winner at rest being -1), so which
+// of several equal bids wins does not depend on the order of the atomics and tied costs give the same
+// assignment on every run. claim: the nominated row takes its column (the previous owner is evicted) and puts
+// the column's highest bid and winner back at rest (0 and -1) for the next round; the others, and the evicted,
+// go to `next`. (A loser that reads the winner after that reset sees -1, never its own `bound - i`: it loses
+// all the same, so the reset needs no barrier of its own.) One thread per list entry.
+__device__ void nominate_step(const int* list, int count, const int* target, const i64* bid, const i64* col_bid,
+                              int* winner, int bound, int tid, int nthreads) {
+    for (int t = tid; t < count; t += nthreads) {
+        const int i = list[t];
+        const int j = target[i];
+        if (j >= 0 && bid[i] == col_bid[j]) atomicMax(&winner[j], bound - i);
+    }
+}
+
+__device__ void claim_step(const int* list, int count, const int* target, const i64* bid, i64* col_bid,
+                           int* winner, int* owner, int* assigned, i64* price, int* next, int* next_count,
+                           int bound, int tid, int nthreads) {
     int lane = threadIdx.x & 31;
     // warp-uniform loop so that warp_append can use full masks
     for (int base = tid - lane; base < count; base += nthreads) {
@@ -178,11 +193,12 @@ __device__ void claim_step(const int* list, int count, const int* target, const 
             i = list[t];
             int j = target[i];
             if (j >= 0) {
-                i64 b = bid[i];
-                if (b == col_bid[j] && atomicCAS(&winner[j], -1, i) == -1) {
+                if (*(volatile int*)&winner[j] == bound - i) {
+                    col_bid[j] = 0;  // (the bids were all read by nominate, before a barrier)
+                    winner[j] = -1;
                     old = owner[j];
                     owner[j] = i;
-                    price[j] = b;
+                    price[j] = bid[i];
                     assigned[i] = j;
                     if (old >= 0) {
                         assigned[old] = -1;
@@ -198,22 +214,13 @@ __device__ void claim_step(const int* list, int count, const int* target, const 
     }
 }
 
-__device__ void reset_step(const int* list, int count, const int* target, i64* col_bid, int* winner,
-                           int tid, int nthreads) {
-    for (int t = tid; t < count; t += nthreads) {
-        int j = target[list[t]];
-        if (j >= 0) {
-            col_bid[j] = 0;
-            winner[j] = -1;
-        }
-    }
-}
-
 // Gauss-Seidel finish of a phase (at most GS_MAX_ROWS rows unassigned): warp 0 bids for one row at a
 // time with the latest prices. Late in a phase the unassigned rows form chains of single displacements
 // (a winning bid evicts an owner, who bids next), and a Jacobi round costs three block barriers per link
-// of such a chain. The bid is the same as bid_step's; the queue is FIFO. Returns the rounds done (one
-// bid each) in warp 0; the rows still queued (only when max_iters is reached) go back to list/count.
+// of such a chain. The bid is the same as bid_step's; the queue is FIFO, from the rows in index order (the
+// list's order comes from atomics, and one bid at a time depends on it: so the same input gives the same
+// assignment on every run). Returns the rounds done (one bid each) in warp 0; the rows still queued (only when
+// max_iters is reached) go back to list/count.
 #define GS_MAX_ROWS 64
 
 template <bool DENSE>
@@ -224,6 +231,15 @@ __device__ int gauss_seidel_tail(const Problem& p, i64* price, int* list, int* c
     const int lane = threadIdx.x;
     int n_queued = *(volatile int*)count;
     for (int t = lane; t < n_queued; t += 32) queue[t] = list[t];
+    __syncwarp();
+    if (lane == 0) {  // insertion sort: at most GS_MAX_ROWS entries
+        for (int a = 1; a < n_queued; ++a) {
+            const int x = queue[a];
+            int b = a;
+            for (; b > 0 && queue[b - 1] > x; --b) queue[b] = queue[b - 1];
+            queue[b] = x;
+        }
+    }
     __syncwarp();
     int head = 0;
     while (n_queued > 0 && it < max_iters) {

@@ -95,7 +95,7 @@ class _CudaKernels:
 
         self.xp = cupy
         module = load_module("lap/auction.cu")
-        names = ["auction_claim", "auction_reset", "dense_handoff", "dense_to_int"]
+        names = ["auction_nominate", "auction_claim", "dense_handoff", "dense_to_int"]
         for suffix in ("csr", "dense"):
             names += [f"auction_bid_{suffix}", f"auction_init_{suffix}", f"auction_tail_{suffix}"]
         self.functions = {name: module.get_function(name) for name in names}
@@ -134,13 +134,13 @@ class _CudaKernels:
         )
 
     def claim(self, prob, lst, count, target, bid, col_bid, winner, owner, assigned, price, nxt, nxt_count):
+        """The highest bid of each column wins (the lowest row among equal ones); the bids go back to rest."""
+        blocks, bound = (self._blocks(prob.n),), np.int32(prob.n)
+        self.functions["auction_nominate"](blocks, (self.threads,), (lst, count, target, bid, col_bid, winner, bound))
         self.functions["auction_claim"](
-            (self._blocks(prob.n),), (self.threads,),
-            (lst, count, target, bid, col_bid, winner, owner, assigned, price, nxt, nxt_count),
+            blocks, (self.threads,),
+            (lst, count, target, bid, col_bid, winner, owner, assigned, price, nxt, nxt_count, bound),
         )
-
-    def reset(self, prob, lst, count, target, col_bid, winner):
-        self.functions["auction_reset"]((self._blocks(prob.n),), (self.threads,), (lst, count, target, col_bid, winner))
 
     def init(self, prob, price, eps, assigned, owner, lst, count):
         self.functions[f"auction_init_{prob.layout}"](
@@ -309,7 +309,6 @@ def auction_square(prob: _Problem, kern, schedule: list[int], prices=None, n_obj
                 kern.bid(prob, price, cur, cur_count, nxt_count, eps, target, bid, col_bid, error)
                 kern.claim(prob, cur, cur_count, target, bid, col_bid, winner, owner, assigned, price, nxt,
                            nxt_count)
-                kern.reset(prob, cur, cur_count, target, col_bid, winner)
                 parity = 1 - parity
             rounds += BATCH
         stats["rounds"] += rounds

@@ -42,14 +42,19 @@ class EmulatedKernels:
             col_bid[j1] = max(col_bid[j1], bid[i])
 
     def claim(self, prob, lst, count, target, bid, col_bid, winner, owner, assigned, price, nxt, nxt_count):
+        listed = [int(i) for i in lst[:int(count[0])]]
+        for i in listed:  # nominate: the lowest row among a column's highest bids
+            j = target[i]
+            if j >= 0 and bid[i] == col_bid[j]:
+                winner[j] = max(int(winner[j]), prob.n - i)
         pushed = []
-        for t in range(int(count[0])):
-            i = int(lst[t])
+        for i in listed:  # claim, and the column's bid back at rest
             j = target[i]
             if j < 0:
                 continue
-            if bid[i] == col_bid[j] and winner[j] == -1:
-                winner[j] = i
+            if winner[j] == prob.n - i:
+                col_bid[j] = 0
+                winner[j] = -1
                 old = int(owner[j])
                 owner[j] = i
                 price[j] = bid[i]
@@ -62,13 +67,6 @@ class EmulatedKernels:
         start = int(nxt_count[0])
         nxt[start:start + len(pushed)] = pushed
         nxt_count[0] = start + len(pushed)
-
-    def reset(self, prob, lst, count, target, col_bid, winner):
-        for t in range(int(count[0])):
-            j = target[lst[t]]
-            if j >= 0:
-                col_bid[j] = 0
-                winner[j] = -1
 
     def init(self, prob, price, eps, assigned, owner, lst, count):
         for i in range(prob.n):
@@ -99,13 +97,12 @@ class EmulatedKernels:
                 break
             self.bid(prob, price, cur, cur_count, nxt_count, eps, target, bid, col_bid, error)
             self.claim(prob, cur, cur_count, target, bid, col_bid, winner, owner, assigned, price, nxt, nxt_count)
-            self.reset(prob, cur, cur_count, target, col_bid, winner)
             parity = 1 - parity
             it += 1
         info[0], info[1] = it, parity
 
     def _gauss_seidel(self, prob, price, lst, count, eps, owner, assigned, max_iters, it, error):
-        queue = [int(i) for i in lst[:int(count[0])]]
+        queue = sorted(int(i) for i in lst[:int(count[0])])
         while queue and it < max_iters:
             i = queue.pop(0)
             best = self._best_two(prob, price, i)

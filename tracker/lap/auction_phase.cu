@@ -1,7 +1,8 @@
 // One epsilon phase of the dense GPU auction in ONE cooperative launch (auction.py, auction_square).
 //
 // The rounds of a phase are the same Jacobi steps as auction.cu's kernels (bid: G warps per row when few
-// rows bid; claim: the highest bid of each column wins; reset), separated by grid-wide barriers
+// rows bid; nominate and claim: the highest bid of each column wins, the lowest row among equal ones),
+// separated by grid-wide barriers
 // (cooperative groups) instead of kernel launches and host reads of the unassigned count. A phase's end is
 // a long run of rounds with few rows each, where launching three kernels and reading the count from the
 // host cost several times the work of the round. Loaded with cooperative groups enabled; launched with at
@@ -34,9 +35,10 @@ extern "C" __global__ void __launch_bounds__(256, 4)
         if (tid == 0) *nxt_count = 0;  // the previous round read it at its top, three barriers ago
         bid_step<true>(p, price, cur, count, eps, target, bid, col_bid, warp, nwarps, lane, error);
         grid.sync();
-        claim_step(cur, count, target, bid, col_bid, winner, owner, assigned, price, nxt, nxt_count, tid, nthreads);
+        nominate_step(cur, count, target, bid, col_bid, winner, p.n, tid, nthreads);
         grid.sync();
-        reset_step(cur, count, target, col_bid, winner, tid, nthreads);
+        claim_step(cur, count, target, bid, col_bid, winner, owner, assigned, price, nxt, nxt_count, p.n, tid,
+                   nthreads);
         grid.sync();
         parity = 1 - parity;
         ++rounds;

@@ -8,7 +8,8 @@
 // rows of the alternating forest ("tree rows"), the covered columns are the forest's columns (col_vis).
 //
 // Paper steps and where they live:
-//   Alg. 1  initial reduction ......... row_min, col_min_partial, col_min_final (+ greedy_assign, ours)
+//   Alg. 1  initial reduction ......... row_min, col_min_partial, col_min_final (+ greedy_propose /
+//           greedy_accept, ours)
 //   compression of zero-slack edges ... cl_compress: one warp per row, ballot compaction into the row's
 //           segment of Z, per-row counts (no global atomic at all: Kawtikwar's Opt. 0 taken one step further)
 //           and the total via a block reduction + one atomic per block.
@@ -16,7 +17,9 @@
 //           persistent block runs all BFS levels, the reverse pass and the augmentation of every
 //           vertex-disjoint path without returning to the host (Kawtikwar's kernel fusion and
 //           cooperative-groups idea, with block-level instead of grid-level barriers); it writes one
-//           small status record, the host's single read per iteration.
+//           small status record, the host's single read per iteration. Races are settled by index (a
+//           column joins the forest through its lowest reaching row; a tree flips the path of its lowest
+//           free column), so tied costs give the same assignment on every run.
 //   Alg. 7  min uncovered slack ....... cl_min_partial (warp per forest row, block reduction, per-block
 //           partials) and, fused with Alg. 8's dual update, cl_min_update (one block): theta, then
 //           u += theta on uncovered rows, v -= theta on covered columns (the paper's +-theta/2 form
@@ -68,16 +71,20 @@ extern "C" __global__ void cl_compress(const double* __restrict__ c, const doubl
     if (threadIdx.x == 0 && block_total) atomicAdd((unsigned long long*)&status[CS_ZEROS], (unsigned long long)block_total);
 }
 
-// Alg. 3 + 5 + 6 in one persistent block (see header). Arrays fa, fb, tree_rows: n ints; rev: m ints.
+// Alg. 3 + 5 + 6 in one persistent block (see header). Arrays fa, fb, tree_rows: n ints; rev, pick: m ints.
 extern "C" __global__ void __launch_bounds__(1024, 1)
 cl_search(int n, int m, const int* __restrict__ Z, const int* __restrict__ zcnt, int* col4row, int* row4col,
-          int* Pr, int* Pc, int* col_vis, int* claim, int* fa, int* fb, int* tree_rows, int* rev, long long* status) {
+          int* Pr, int* Pc, int* col_vis, int* claim, int* fa, int* fb, int* tree_rows, int* rev, int* pick,
+          long long* status) {
     __shared__ int s_front, s_next, s_tree, s_rev, s_aug;
     const int T = blockDim.x, tid = threadIdx.x, lane = tid & 31;
     if (tid == 0) {
         s_front = 0; s_next = 0; s_tree = 0; s_rev = 0; s_aug = 0;
     }
-    for (int j = tid; j < m; j += T) col_vis[j] = 0;
+    for (int j = tid; j < m; j += T) {
+        col_vis[j] = 0;
+        pick[j] = 0x7fffffff;
+    }
     __syncthreads();
     // roots: the free rows (Alg. 2's optimality check counts them)
     for (int i0 = 0; i0 < n; i0 += T) {
@@ -107,15 +114,26 @@ cl_search(int n, int m, const int* __restrict__ Z, const int* __restrict__ zcnt,
     for (int level = 0; level <= n; ++level) {
         const int nf = s_front;
         if (nf == 0) break;
-        // expansion: one thread per frontier row walks its zero list (Alg. 3)
+        // expansion: one thread per frontier row walks its zero list (Alg. 3), twice: every row reaching an
+        // unvisited column bids for it (the lowest row is kept), then the winners take their columns
         for (int k = tid; k < nf; k += T) {
             const int i = fin[k];
             const int* zrow = Z + (long long)i * m;
             const int cnt = zcnt[i];
             for (int t = 0; t < cnt; ++t) {
                 const int j = zrow[t];
-                if (col_vis[j]) continue;
-                if (atomicCAS(&col_vis[j], 0, 1) != 0) continue;
+                if (!col_vis[j]) atomicMin(&pick[j], i);
+            }
+        }
+        __syncthreads();
+        for (int k = tid; k < nf; k += T) {
+            const int i = fin[k];
+            const int* zrow = Z + (long long)i * m;
+            const int cnt = zcnt[i];
+            for (int t = 0; t < cnt; ++t) {
+                const int j = zrow[t];
+                if (col_vis[j] || pick[j] != i) continue;  // (only j's winner writes col_vis[j])
+                col_vis[j] = 1;
                 Pc[j] = i;
                 const int r = row4col[j];
                 if (r == -1) {
@@ -136,11 +154,20 @@ cl_search(int n, int m, const int* __restrict__ Z, const int* __restrict__ zcnt,
         int* tmp = fin; fin = fout; fout = tmp;
         __syncthreads();
     }
-    // reverse pass + augmentation: one path per tree (root claim), vertex-disjoint (Date & Nagi Prop. 1, 2)
+    // reverse pass + augmentation: one path per tree, vertex-disjoint (Date & Nagi Prop. 1, 2): each reached
+    // free column nominates itself to its tree's root (the lowest column is kept; roots in fa, free now),
+    // then the nominated ones flip their paths
     const int nrev = s_rev;
     for (int k = tid; k < nrev; k += T) {
         const int j = rev[k];
-        if (atomicCAS(&claim[tree_root(j, Pr, Pc, n)], 0, 1) != 0) continue;
+        const int root = tree_root(j, Pr, Pc, n);
+        fa[k] = root;
+        atomicMax(&claim[root], m - j);
+    }
+    __syncthreads();
+    for (int k = tid; k < nrev; k += T) {
+        const int j = rev[k];
+        if (claim[fa[k]] != m - j) continue;
         flip_path(j, Pr, Pc, col4row, row4col, n);
         atomicAdd(&s_aug, 1);
     }

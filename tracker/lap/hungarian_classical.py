@@ -85,7 +85,7 @@ def classical_phases(cp, c, eps: float, eps_rel: float, u, v, col4row, row4col, 
     Pr, Pc = cp.empty(n, dtype=i32), cp.empty(m, dtype=i32)
     col_vis, claim = cp.empty(m, dtype=i32), cp.empty(n, dtype=i32)
     fa, fb, tree_rows = cp.empty(n, dtype=i32), cp.empty(n, dtype=i32), cp.empty(n, dtype=i32)
-    rev = cp.empty(m, dtype=i32)
+    rev, pick = cp.empty(m, dtype=i32), cp.empty(m, dtype=i32)
     status = cp.zeros(8, dtype=cp.int64)
     warps_per_block = 8
     n_partial = (n + warps_per_block - 1) // warps_per_block
@@ -107,7 +107,7 @@ def classical_phases(cp, c, eps: float, eps_rel: float, u, v, col4row, row4col, 
     handed_off = False
     while True:
         k_search((1,), (1024,), (ni, mi, Z, zcnt, col4row, row4col, Pr, Pc, col_vis, claim, fa, fb, tree_rows, rev,
-                                 status))
+                                 pick, status))
         st = status.get()  # the one host read of this iteration
         iters += 1
         if st[CS_ERROR]:

@@ -81,12 +81,17 @@ extern "C" __global__ void col_min_final(const double* __restrict__ partial, int
 }
 
 // ---------------------------------------------------------------------------------------------
-// Initial primal solution (ours, standard): every row grabs a free zero-slack column, one warp per row;
-// the atomicCAS on row4col resolves races ("race condition" matching in the spirit of the paper).
+// Initial primal solution (ours, standard), in rounds launched from the host (hungarian_tree.py,
+// GREEDY_ROUNDS): every free row proposes a free zero-slack column, the first at or after its own index
+// (cyclically: on a matrix of ties, rows propose different columns), and each column takes its LOWEST
+// proposing row (atomicMin): which row wins does not depend on the order of the atomics, so tied costs give
+// the same matching on every run. greedy_propose: one warp per row; greedy_accept: one thread per column
+// (pick[j] is INT_MAX at rest and put back there).
 // ---------------------------------------------------------------------------------------------
-extern "C" __global__ void greedy_assign(const double* __restrict__ c, const double* __restrict__ u,
-                                         const double* __restrict__ v, int n, int m, double eps,
-                                         double eps_rel, int* __restrict__ col4row, int* row4col) {
+extern "C" __global__ void greedy_propose(const double* __restrict__ c, const double* __restrict__ u,
+                                          const double* __restrict__ v, int n, int m, double eps,
+                                          double eps_rel, const int* __restrict__ col4row,
+                                          const int* __restrict__ row4col, int* pick) {
     const int warp = (blockIdx.x * blockDim.x + threadIdx.x) >> 5;
     const int lane = threadIdx.x & 31;
     if (warp >= n) return;
@@ -94,27 +99,31 @@ extern "C" __global__ void greedy_assign(const double* __restrict__ c, const dou
     if (col4row[i] != -1) return;
     const double ui = u[i];
     const double* row = c + (long long)i * m;
-    volatile int* r4c = row4col;
-    for (int j0 = 0; j0 < m; j0 += 32) {
-        const int j = j0 + lane;
+    const int first = i % m;
+    for (int k0 = 0; k0 < m; k0 += 32) {
+        const int k = k0 + lane;
+        const int j = (first + k) % m;
         bool z = false;
-        if (j < m) {
+        if (k < m) {
             const double cij = row[j], vj = v[j];
-            z = is_tight(cij - ui - vj, cij, ui, vj, eps, eps_rel) && (r4c[j] == -1);
+            z = row4col[j] == -1 && is_tight(cij - ui - vj, cij, ui, vj, eps, eps_rel);
         }
-        unsigned mask = __ballot_sync(0xffffffffu, z);
-        while (mask) {
-            const int l = __ffs(mask) - 1;
-            int got = 0;
-            if (lane == l) got = (atomicCAS(&row4col[j], -1, i) == -1);
-            got = __shfl_sync(0xffffffffu, got, l);
-            if (got) {
-                if (lane == 0) col4row[i] = j0 + l;
-                return;
-            }
-            mask &= mask - 1;
+        const unsigned mask = __ballot_sync(0xffffffffu, z);
+        if (mask) {
+            if (lane == __ffs(mask) - 1) atomicMin(&pick[j], i);
+            return;
         }
     }
+}
+
+extern "C" __global__ void greedy_accept(int m, int* pick, int* col4row, int* row4col) {
+    const int j = blockIdx.x * blockDim.x + threadIdx.x;
+    if (j >= m) return;
+    const int i = pick[j];
+    if (i == 0x7fffffff) return;
+    pick[j] = 0x7fffffff;
+    row4col[j] = i;
+    col4row[i] = j;
 }
 
 

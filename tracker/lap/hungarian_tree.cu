@@ -12,12 +12,12 @@
 // Paper steps and where they live:
 //   Alg. 1  initial reduction ............ row_min, col_min_partial, col_min_final
 //   Alg. 2  optimality check ............. match count is kept on device (status[ST_MATCHED])
-//   (ours)  greedy zero matching ......... greedy_assign (race-based, one warp per row)
+//   (ours)  greedy zero matching ......... greedy_propose / greedy_accept (rounds; the lowest row wins a column)
 //   Alg. 4  forward pass (expansion) ..... tree_expand: one thread per column vertex, scans the frontier
 //           forward pass (contraction) ... tree_contract: compacts the next frontier
-//   Alg. 5  reverse pass + Alg. 6 augmentation, fused ... tree_augment (one thread per reached free column;
-//           the race of Alg. 5 is replaced by an atomic claim of the tree's root, so exactly one
-//           vertex-disjoint path per tree is flipped)
+//   Alg. 5  reverse pass + Alg. 6 augmentation ... tree_nominate, tree_augment (one thread per reached free
+//           column; the race of Alg. 5 is replaced by a claim of the tree's root by its lowest free column, so
+//           exactly one vertex-disjoint path per tree is flipped, the same one on every run)
 //   Alg. 9  O(n) dual update ............. tree_dual_update (theta = min slack of unvisited columns)
 //   Step 5a (ours): augmenting row reduction (Jonker & Volgenant) in parallel rounds ... arr_bid, arr_resolve,
 //           arr_apply, arr_tail(_cluster): shrinks the set of free rows cheaply, keeping the duals exactly feasible.
@@ -70,7 +70,7 @@ extern "C" __global__ void tree_reset(int n, int m, const int* __restrict__ col4
 }
 
 // Alg. 4 expansion: one thread per column vertex traverses the frontier rows, keeps the minimum slack
-// and its row (Pc); a column whose slack reaches zero joins the tree ("visited"); its assigned row
+// and its row (Pc; among equal slacks the lowest row, as the frontier's order comes from atomics); a column whose slack reaches zero joins the tree ("visited"); its assigned row
 // becomes active for the next frontier, an unassigned one is a reverse-pass candidate.
 extern "C" __global__ void tree_expand(const double* __restrict__ c, const double* __restrict__ u,
                                        const double* __restrict__ v, int n, int m, double eps, double eps_rel,
@@ -92,16 +92,16 @@ extern "C" __global__ void tree_expand(const double* __restrict__ c, const doubl
         const double c2 = c[(long long)i2 * m + j], c3 = c[(long long)i3 * m + j];
         const double u0 = u[i0], u1 = u[i1], u2 = u[i2], u3 = u[i3];
         const double r0 = c0 - u0 - vj, r1 = c1 - u1 - vj, r2 = c2 - u2 - vj, r3 = c3 - u3 - vj;
-        if (r0 < s) { s = r0; p = i0; mg = fmax(fabs(c0), fabs(u0)); }
-        if (r1 < s) { s = r1; p = i1; mg = fmax(fabs(c1), fabs(u1)); }
-        if (r2 < s) { s = r2; p = i2; mg = fmax(fabs(c2), fabs(u2)); }
-        if (r3 < s) { s = r3; p = i3; mg = fmax(fabs(c3), fabs(u3)); }
+        if (r0 < s || (r0 == s && i0 < p)) { s = r0; p = i0; mg = fmax(fabs(c0), fabs(u0)); }
+        if (r1 < s || (r1 == s && i1 < p)) { s = r1; p = i1; mg = fmax(fabs(c1), fabs(u1)); }
+        if (r2 < s || (r2 == s && i2 < p)) { s = r2; p = i2; mg = fmax(fabs(c2), fabs(u2)); }
+        if (r3 < s || (r3 == s && i3 < p)) { s = r3; p = i3; mg = fmax(fabs(c3), fabs(u3)); }
     }
     for (; k < nf; ++k) {
         const int i = frontier[k];
         const double ci = c[(long long)i * m + j], ui = u[i];
         const double r = ci - ui - vj;
-        if (r < s) { s = r; p = i; mg = fmax(fabs(ci), fabs(ui)); }
+        if (r < s || (r == s && i < p)) { s = r; p = i; mg = fmax(fabs(ci), fabs(ui)); }
     }
     mg = fmax(mg, fabs(vj));
     slack[j] = s;
@@ -143,15 +143,24 @@ extern "C" __global__ void tree_contract(int n, int* __restrict__ row_state, int
     if (threadIdx.x == 0) status[ST_FRONTIER] = count;
 }
 
-// Alg. 5 + Alg. 6 fused: one thread per column; every reached free column walks back to its root,
-// claims the root atomically, and the winner flips its path (trees are vertex-disjoint, Prop. 1, so
-// the flipped paths are too, Prop. 2).
-extern "C" __global__ void tree_augment(int m, const int* __restrict__ col_vis, const int* __restrict__ Pr,
-                                        const int* __restrict__ Pc, int* claim, int* col4row, int* row4col,
-                                        long long* status) {
+// Alg. 5 + Alg. 6, one thread per column, in two launches: every reached free column walks back to its root
+// and nominates itself (the LOWEST such column of each tree is kept: atomicMax of m - j, so the paths flipped
+// do not depend on the order of the atomics); then the nominated column flips its path (trees are
+// vertex-disjoint, Prop. 1, so the flipped paths are too, Prop. 2). claim[] is 0 at the phase's start.
+extern "C" __global__ void tree_nominate(int m, const int* __restrict__ col_vis, const int* __restrict__ Pr,
+                                         const int* __restrict__ Pc, int* claim, const int* __restrict__ row4col) {
     const int j = blockIdx.x * blockDim.x + threadIdx.x;
     if (j >= m || !col_vis[j] || row4col[j] != -1) return;
-    if (atomicCAS(&claim[tree_root(j, Pr, Pc, m)], 0, 1) != 0) return;
+    atomicMax(&claim[tree_root(j, Pr, Pc, m)], m - j);
+}
+
+extern "C" __global__ void tree_augment(int m, const int* __restrict__ col_vis, const int* __restrict__ Pr,
+                                        const int* __restrict__ Pc, const int* claim, int* col4row, int* row4col,
+                                        long long* status) {
+    const int j = blockIdx.x * blockDim.x + threadIdx.x;
+    // (a flip writes row4col only on its own path: this column's entry is -1 unless j's own flip ran)
+    if (j >= m || !col_vis[j] || row4col[j] != -1) return;
+    if (claim[tree_root(j, Pr, Pc, m)] != m - j) return;
     flip_path(j, Pr, Pc, col4row, row4col, m);
     atomicAdd((unsigned long long*)&status[ST_AUGMENTED], 1ull);
 }

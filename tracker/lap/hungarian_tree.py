@@ -4,7 +4,7 @@ The CUDA kernels are in ``hungarian_tree.cu`` (step names of the paper in its
 comments). The solve stays on the device; the host only reads one small status
 array per iteration of the multi-tree phase. Stages:
 
-1. Initial reduction (Alg. 1) and a greedy race-based matching on zero slacks.
+1. Initial reduction (Alg. 1) and a greedy matching on zero slacks (the lowest row wins a contested column).
 2. Multi-tree phases (Alg. 4, 5, 6, 9): alternating trees grown from *all*
    free rows at once, breadth-first over zero-slack edges, with O(m) dual
    updates; every tree that reaches a free column augments one vertex-disjoint
@@ -36,6 +36,10 @@ CU_FILE = "lap/hungarian_tree.cu"
 # status slots (see hungarian_tree.cu)
 ST_FRONTIER, ST_REVERSE, ST_AUGMENTED, ST_ERROR, ST_STEPS = 0, 1, 2, 3, 4
 
+GREEDY_ROUNDS = 6
+"""Rounds of the greedy matching of tight pairs after Alg. 1 (``greedy_propose`` / ``greedy_accept`` in
+``hungarian_common.cuh``: every free row proposes a tight free column, the lowest proposing row wins, so ties
+give the same matching on every run); the rows still free go to the tree phases."""
 MIN_PATHS_PER_PHASE = 4
 """Hand over to the single-block finisher when a multi-tree phase augments fewer paths."""
 MAX_ITERS_PER_PHASE = 48
@@ -96,8 +100,12 @@ def initial_reduction(cp, mod, c, n: int, m: int, eps: float, eps_rel: float, sq
         v = cp.zeros(m, dtype=cp.float64)
     col4row = cp.full(n, -1, dtype=cp.int32)
     row4col = cp.full(m, -1, dtype=cp.int32)
-    mod.get_function("greedy_assign")(((n * 32 + 255) // 256,), (256,),
-                                      (c, u, v, np.int32(n), np.int32(m), np.float64(eps), np.float64(eps_rel), col4row, row4col))
+    pick = cp.full(m, np.iinfo(np.int32).max, dtype=cp.int32)
+    propose, accept = mod.get_function("greedy_propose"), mod.get_function("greedy_accept")
+    args = (c, u, v, np.int32(n), np.int32(m), np.float64(eps), np.float64(eps_rel), col4row, row4col, pick)
+    for _ in range(GREEDY_ROUNDS):
+        propose(((n * 32 + 255) // 256,), (256,), args)
+        accept(((m + 255) // 256,), (256,), (np.int32(m), pick, col4row, row4col))
     return u, v, col4row, row4col
 
 
@@ -231,6 +239,7 @@ def tree_phases(cp, mod, c, n: int, m: int, eps: float, eps_rel: float, u, v, co
     k_reset = mod.get_function("tree_reset")
     k_expand = mod.get_function("tree_expand")
     k_contract = mod.get_function("tree_contract")
+    k_nominate = mod.get_function("tree_nominate")
     k_augment = mod.get_function("tree_augment")
     k_dual = mod.get_function("tree_dual_update")
     ni, mi, e, er = np.int32(n), np.int32(m), np.float64(eps), np.float64(eps_rel)
@@ -255,6 +264,7 @@ def tree_phases(cp, mod, c, n: int, m: int, eps: float, eps_rel: float, u, v, co
             if st[ST_FRONTIER] > 0:
                 continue
             if st[ST_REVERSE] > 0:
+                k_nominate(grid_m, (256,), (mi, col_vis, Pr, Pc, claim, row4col))
                 k_augment(grid_m, (256,), (mi, col_vis, Pr, Pc, claim, col4row, row4col, status))
                 augmented = int(status[ST_AUGMENTED].get())
                 break

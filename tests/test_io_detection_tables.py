@@ -41,6 +41,15 @@ def test_ours(tmp_path, points):
     assert_points(read_detections(tmp_path / "d.csv"), points)
 
 
+def test_ours_with_voxel_columns(tmp_path, points):
+    # what `track run --detections` writes: z, y, x in µm and z_vox, y_vox, x_vox beside them (the µm ones are read)
+    voxels = {f"{axis}_vox": points[axis] / size for axis, size in zip("zyx", (0.5, 0.1, 0.1))}
+    write_table(tmp_path / "d.csv", {**points, "intensity": np.ones(12), **voxels})
+    table = read_detections(tmp_path / "d.csv")
+    assert_points(table, points)
+    np.testing.assert_allclose(table["z_vox"], voxels["z_vox"])
+
+
 @pytest.mark.parametrize("extra_rows", [True, False])
 def test_trackmate_spot_table(tmp_path, points, extra_rows):
     trackmate_csv(tmp_path / "spots.csv", points, extra_rows=extra_rows)

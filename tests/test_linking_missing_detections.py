@@ -49,3 +49,15 @@ def test_track_ends_in_the_frame_assignment_help_on_blinking_data(monkeypatch):
     monkeypatch.setattr(missing_detections, "IN_PAIR_GAPS_MIN_MISSING", 2.0)  # never: gap closing afterwards only
     after_only = metrics.evaluate(link_detections(detections, gate, solver="scipy"), truth, 0.5 * nn)
     assert with_ends["link_f1"] > after_only["link_f1"]
+
+
+def test_a_dark_frame_shows_as_missed_detections():
+    from tracker.linking.missing_detections import frame_drops_out
+
+    assert frame_drops_out(np.repeat([0, 1, 2, 4, 5, 6], 15))  # frame 3 missing from the table: dark
+    assert frame_drops_out(np.repeat(np.arange(6), [15, 15, 15, 1, 15, 15]))  # one stray point left in it
+    assert not frame_drops_out(np.repeat(np.arange(6), [15, 14, 15, 13, 15, 16]))  # counts that vary a little
+    assert not frame_drops_out(np.repeat(np.arange(4), [15, 15, 7, 15]))  # half the spots: for the pair test
+    assert frame_drops_out(np.repeat([0, 2], 15))  # the one frame between the first and the last is empty
+    assert not frame_drops_out(np.repeat([0, 1], 15))  # no frame between them to test
+    assert not frame_drops_out(np.array([], dtype=np.int64))

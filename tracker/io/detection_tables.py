@@ -34,7 +34,7 @@ LENGTH_UNITS_UM = {"um": 1.0, "µm": 1.0, "μm": 1.0, "micron": 1.0, "microns": 
                    "micrometre": 1.0, "nm": 1e-3, "nanometer": 1e-3, "nanometre": 1e-3, "mm": 1e3}
 """Length units a column name may carry, in µm each."""
 
-PIXEL_UNITS = {"px", "pix", "pixel", "pixels", "voxel", "voxels"}
+PIXEL_UNITS = {"px", "pix", "pixel", "pixels", "vox", "voxel", "voxels"}
 """Units that mean the table is in pixels: the voxel size converts them."""
 
 TRACKPY_COLUMNS = {"mass", "ecc", "signal", "raw_mass", "ep"}
@@ -101,6 +101,8 @@ def _position_columns(path: Path, table: Table, given: Mapping[str, str]) -> dic
     for axis in AXES:
         if axis not in names:
             found = [name for name in table if name != _UNITS_KEY and (name.lower() == axis or _unit_match(name, axis))]
+            if len(found) > 1 and axis in found and all(_in_pixels(name) for name in found if name != axis):
+                found = [axis]  # ours (track run --detections): z, y, x in µm beside z_vox, y_vox, x_vox
             if len(found) > 1:
                 raise InputError(f"{path}: columns {', '.join(map(repr, found))} could all be {axis}; "
                                  f"say which with --columns {axis}=NAME")
@@ -154,6 +156,13 @@ def _unit(path: Path, name: str, table: Table) -> float | None:
         raise InputError(f"{path}: column {name!r} is in {unit!r}, not a length unit this reader knows "
                          f"({', '.join(sorted(LENGTH_UNITS_UM))} or pixels)")
     return LENGTH_UNITS_UM[unit]
+
+
+def _in_pixels(name: str) -> bool:
+    """Whether column ``name``'s unit suffix is a pixel unit (``x_px``, ``z_vox``, ``y [pixel]``)."""
+    match = _UNIT_SUFFIX.match(name)
+    unit = (match.group("bracket") or match.group("suffix")) if match else None
+    return unit is not None and unit.strip().lower() in PIXEL_UNITS
 
 
 def _unit_match(name: str, axis: str) -> bool:

@@ -113,14 +113,18 @@ def near_edge(positions: np.ndarray, index: np.ndarray, distance_um: float,
 def close_track_gaps(state: TrackState, prediction: Prediction, *, max_gap: int = DEFAULT_MAX_GAP,
                      gap_penalty: float = DEFAULT_GAP_PENALTY, no_link_factor: float = LINKING_DEFAULTS.no_link_factor,
                      solver: str = "auto") -> int:
-    """:func:`close_gaps` on the tracks of ``state``, with the motion of ``prediction``; the number of gaps closed."""
+    """:func:`close_gaps` on the tracks of ``state``, with the motion of ``prediction``; the number of gaps closed.
+
+    The variances are the motion model's own, not clipped to the frame-to-frame gate (see
+    :meth:`tracker.linking.prediction.Prediction.class_variance`): a gap's radius is capped by the gate times
+    ``sqrt(g + 1)`` instead."""
     predicts = prediction.motion != "none"
     return close_gaps(
         state.positions, state.frames, state.predecessor, state.link_cost, state.confidence,
         velocity=state.velocity, has_velocity=state.has_velocity,
         persistence=prediction.model.current_persistence() if predicts else 0.0,
-        step_variance=prediction.step_variance(),
-        residual_variance=prediction.residual_variance() if predicts else None,
+        step_variance=prediction.step_variance(clip=False),
+        residual_variance=prediction.residual_variance(clip=False) if predicts else None,
         scale=prediction.scale(state, np.arange(len(state))),
         max_displacement_um=prediction.gate if prediction.axis_sd is None else prediction.gate_um,
         max_gap=max_gap, gap_penalty=gap_penalty, no_link_factor=no_link_factor, solver=solver,

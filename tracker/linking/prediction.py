@@ -67,7 +67,11 @@ class Prediction:
                        clip: bool = True) -> np.ndarray:
         """Per-axis variance (µm²) of the prediction error of each point's class.
 
-        Clipped (``clip``) so that :data:`DEFAULT_GATE_SIGMAS` standard deviations never exceed the gate.
+        Clipped (``clip``) so that :data:`DEFAULT_GATE_SIGMAS` standard deviations never exceed the gate: the
+        frame-to-frame search. Gap closing takes the model's own variance (``clip=False``): a gate estimated at
+        3 standard deviations of the steps instead of 4.5 would otherwise shrink the variance a gap spreads from
+        to half the steps' (a 15-particle stack, D = 0.02 µm²/frame, gate 0.62 µm: 0.019 against 0.039 µm²
+        seen in the links), and gap closing lose 40 % of its joins.
         """
         model = model or self.model
         fallback = (self.gate / DEFAULT_GATE_SIGMAS) ** 2
@@ -78,13 +82,13 @@ class Prediction:
         residual = step if residual is None else min(max(residual, 1e-12), cap)
         return np.where(has_velocity & self.predicts(model), residual, step)
 
-    def step_variance(self) -> float:
-        """Per-axis variance (µm²) of a step without a known velocity."""
-        return float(self.class_variance(np.zeros(1, bool))[0])
+    def step_variance(self, clip: bool = True) -> float:
+        """Per-axis variance (µm²) of a step without a known velocity (``clip``: see :meth:`class_variance`)."""
+        return float(self.class_variance(np.zeros(1, bool), clip=clip)[0])
 
-    def residual_variance(self) -> float:
+    def residual_variance(self, clip: bool = True) -> float:
         """Per-axis variance (µm²) of the prediction error with a known velocity (a step's without prediction)."""
-        return float(self.class_variance(np.ones(1, bool))[0])
+        return float(self.class_variance(np.ones(1, bool), clip=clip)[0])
 
     def edge_distance(self) -> float:
         """One typical step (µm): a track ending closer than this to the volume's edge most likely left it."""

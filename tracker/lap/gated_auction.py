@@ -64,7 +64,10 @@ FIRST_EPS = 0.01
 "Session of 2026-11-25 (2)", with :data:`GU_HOPS` = 3), 0.03 / 0.01 / 0.003: 10k nodes, f = 0.3 / 0.5 / 0.7:
 12.1 / 11.6 / 12.5, 43.6 / 38.0 / 37.1, 40.5 / 38.1 / 37.0 ms; 100k nodes: 35.7 / 28.6 / 28.3, 197 / 173 / 220,
 1019 / 687 / 791 ms; 1M nodes, f = 0.3 / 0.5: 112 / 106 / 100, 1341 / 1385 / 1346 ms (f = 0.1 ends in the
-first try: no change). The NumPy emulation's rounds had pointed the same way (5-20 % fewer at 10k nodes)."""
+first try: no change). The NumPy emulation's rounds had pointed the same way (5-20 % fewer at 10k nodes). Checked
+on five families it was not tuned on (``lap_instances.FAMILIES``: 2D, slab, clustered, mixed mobility, drift; same
+file, "Session of 2026-11-25 (3)"): 0.003 was 7 % faster in the geometric mean of 22 instances but 31 % slower on
+the uniform family at 100k nodes, f = 0.5, within a run-to-run spread of about 10 %: kept."""
 FIRST_TRY_ROUNDS = 60
 """Rounds of the first try (one phase at eps = 1 from zero prices) before epsilon-scaling takes over. Easy
 instances end there (the 1M-node full matching at f = 0.1 in 22 rounds); on generous gates it is a price war
@@ -114,7 +117,9 @@ GU_CAP = 64
 and labels at the cap are not propagated: the searches stay near the exits). 16 against none, every 256
 rounds: 244 vs 305 ms at 100k, f = 0.5; 38.4 vs 40.3 ms at f = 0.3; 44.7 vs 35.8 ms at 10k, f = 0.5. 64 against
 16 (H100, same file, "Session of 2026-11-25"): 36.5 vs 47.9 ms at 10k, f = 0.5; 36.9 vs 37.4 ms at 100k, f = 0.3;
-210 vs 272 ms at f = 0.5; 135 vs 139 ms at 1M, f = 0.3; 3080 vs 3271 ms at f = 0.5."""
+210 vs 272 ms at f = 0.5; 135 vs 139 ms at 1M, f = 0.3; 3080 vs 3271 ms at f = 0.5. On the five other families
+(same file, "Session of 2026-11-25 (3)"), geometric mean of 22 instances against 64: 256 0.98x, 1024 1.02x, no cap
+1.24x (up to 2.6x), 16 up to 2.8x slower."""
 GU_GRID_ROUNDS = 256
 """... and after every this many grid-wide rounds (0: never): the stages of large instances spend most of
 their rounds grid-wide, with more than :data:`SMALL` bidders, where :data:`GU_ROUNDS` never fires. H100

@@ -214,6 +214,23 @@ __device__ void claim_step(const int* list, int count, const int* target, const 
     }
 }
 
+// The queue of a warp's Gauss-Seidel tail (shared memory): the n listed entries, sorted by index (lane 0,
+// insertion sort: a few dozen entries). The list's order comes from atomics, and one bid at a time depends on it,
+// so the same input gives the same assignment on every run. All 32 lanes call it.
+__device__ __forceinline__ void load_queue_by_index(int* queue, const int* list, int n, int lane) {
+    for (int t = lane; t < n; t += 32) queue[t] = list[t];
+    __syncwarp();
+    if (lane == 0) {
+        for (int a = 1; a < n; ++a) {
+            const int x = queue[a];
+            int b = a;
+            for (; b > 0 && queue[b - 1] > x; --b) queue[b] = queue[b - 1];
+            queue[b] = x;
+        }
+    }
+    __syncwarp();
+}
+
 // Gauss-Seidel finish of a phase (at most GS_MAX_ROWS rows unassigned): warp 0 bids for one row at a
 // time with the latest prices. Late in a phase the unassigned rows form chains of single displacements
 // (a winning bid evicts an owner, who bids next), and a Jacobi round costs three block barriers per link
@@ -230,17 +247,7 @@ __device__ int gauss_seidel_tail(const Problem& p, i64* price, int* list, int* c
     if (threadIdx.x >= 32) return it;
     const int lane = threadIdx.x;
     int n_queued = *(volatile int*)count;
-    for (int t = lane; t < n_queued; t += 32) queue[t] = list[t];
-    __syncwarp();
-    if (lane == 0) {  // insertion sort: at most GS_MAX_ROWS entries
-        for (int a = 1; a < n_queued; ++a) {
-            const int x = queue[a];
-            int b = a;
-            for (; b > 0 && queue[b - 1] > x; --b) queue[b] = queue[b - 1];
-            queue[b] = x;
-        }
-    }
-    __syncwarp();
+    load_queue_by_index(queue, list, n_queued, lane);
     int head = 0;
     while (n_queued > 0 && it < max_iters) {
         const int i = queue[head];

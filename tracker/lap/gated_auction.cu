@@ -373,17 +373,7 @@ __device__ int gauss_seidel(const Prob& p, const State& s, int* list, int* count
     __shared__ int queue[GS_MAX];
     const int lane = threadIdx.x & 31;
     int n_queued = *(volatile int*)count;
-    for (int t = lane; t < n_queued; t += 32) queue[t] = list[t];
-    __syncwarp();
-    if (lane == 0) {  // by index: the list's order comes from atomics, and one bid at a time depends on it
-        for (int a = 1; a < n_queued; ++a) {
-            const int x = queue[a];
-            int b = a;
-            for (; b > 0 && queue[b - 1] > x; --b) queue[b] = queue[b - 1];
-            queue[b] = x;
-        }
-    }
-    __syncwarp();
+    load_queue_by_index(queue, list, n_queued, lane);  // (auction.cuh)
     int head = 0;
     while (n_queued > 0 && it < max_rounds) {
         const int next = gauss_seidel_bid<FWD>(p, s, queue[head], eps, lane);

@@ -145,8 +145,8 @@ def _scales(path: Path, table: Table, names: Mapping[str, str], voxel_size: Sequ
 def _unit(path: Path, name: str, table: Table) -> float | None:
     """µm per unit of column ``name`` (None: pixels): from its name, TrackMate's units row, or, for trackpy's
     ``x, y, z``, pixels; µm otherwise."""
-    match = _UNIT_SUFFIX.match(name)
-    unit = (match.group("bracket") or match.group("suffix")) if match else table.get(_UNITS_KEY, {}).get(name)
+    unit = _name_unit(name)
+    unit = table.get(_UNITS_KEY, {}).get(name) if unit is None else unit
     if unit is None:
         return None if TRACKPY_COLUMNS & set(table) and name in AXES else 1.0
     unit = unit.strip().strip("()").strip().lower()
@@ -158,10 +158,15 @@ def _unit(path: Path, name: str, table: Table) -> float | None:
     return LENGTH_UNITS_UM[unit]
 
 
+def _name_unit(name: str) -> str | None:
+    """The unit a column's name carries (``x_px``: ``px``; ``y [nm]``: ``nm``), or None."""
+    match = _UNIT_SUFFIX.match(name)
+    return (match.group("bracket") or match.group("suffix")) if match else None
+
+
 def _in_pixels(name: str) -> bool:
     """Whether column ``name``'s unit suffix is a pixel unit (``x_px``, ``z_vox``, ``y [pixel]``)."""
-    match = _UNIT_SUFFIX.match(name)
-    unit = (match.group("bracket") or match.group("suffix")) if match else None
+    unit = _name_unit(name)
     return unit is not None and unit.strip().lower() in PIXEL_UNITS
 
 

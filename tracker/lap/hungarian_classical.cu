@@ -71,6 +71,18 @@ extern "C" __global__ void cl_compress(const double* __restrict__ c, const doubl
     if (threadIdx.x == 0 && block_total) atomicAdd((unsigned long long*)&status[CS_ZEROS], (unsigned long long)block_total);
 }
 
+// f(i, j) for every zero-slack column j of every frontier row i (one thread per row, the block's T threads).
+template <class F>
+__device__ __forceinline__ void for_each_zero(const int* fin, int nf, const int* Z, const int* zcnt, int m, int tid,
+                                              int T, F f) {
+    for (int k = tid; k < nf; k += T) {
+        const int i = fin[k];
+        const int* zrow = Z + (long long)i * m;
+        const int cnt = zcnt[i];
+        for (int t = 0; t < cnt; ++t) f(i, zrow[t]);
+    }
+}
+
 // Alg. 3 + 5 + 6 in one persistent block (see header). Arrays fa, fb, tree_rows: n ints; rev, pick: m ints.
 extern "C" __global__ void __launch_bounds__(1024, 1)
 cl_search(int n, int m, const int* __restrict__ Z, const int* __restrict__ zcnt, int* col4row, int* row4col,
@@ -116,35 +128,23 @@ cl_search(int n, int m, const int* __restrict__ Z, const int* __restrict__ zcnt,
         if (nf == 0) break;
         // expansion: one thread per frontier row walks its zero list (Alg. 3), twice: every row reaching an
         // unvisited column bids for it (the lowest row is kept), then the winners take their columns
-        for (int k = tid; k < nf; k += T) {
-            const int i = fin[k];
-            const int* zrow = Z + (long long)i * m;
-            const int cnt = zcnt[i];
-            for (int t = 0; t < cnt; ++t) {
-                const int j = zrow[t];
-                if (!col_vis[j]) atomicMin(&pick[j], i);
-            }
-        }
+        for_each_zero(fin, nf, Z, zcnt, m, tid, T, [&](int i, int j) {
+            if (!col_vis[j]) atomicMin(&pick[j], i);
+        });
         __syncthreads();
-        for (int k = tid; k < nf; k += T) {
-            const int i = fin[k];
-            const int* zrow = Z + (long long)i * m;
-            const int cnt = zcnt[i];
-            for (int t = 0; t < cnt; ++t) {
-                const int j = zrow[t];
-                if (col_vis[j] || pick[j] != i) continue;  // (only j's winner writes col_vis[j])
-                col_vis[j] = 1;
-                Pc[j] = i;
-                const int r = row4col[j];
-                if (r == -1) {
-                    rev[atomicAdd(&s_rev, 1)] = j;  // reverse-pass candidate
-                } else {
-                    Pr[r] = j;
-                    fout[atomicAdd(&s_next, 1)] = r;
-                    tree_rows[atomicAdd(&s_tree, 1)] = r;
-                }
+        for_each_zero(fin, nf, Z, zcnt, m, tid, T, [&](int i, int j) {
+            if (col_vis[j] || pick[j] != i) return;  // (only j's winner writes col_vis[j])
+            col_vis[j] = 1;
+            Pc[j] = i;
+            const int r = row4col[j];
+            if (r == -1) {
+                rev[atomicAdd(&s_rev, 1)] = j;  // reverse-pass candidate
+            } else {
+                Pr[r] = j;
+                fout[atomicAdd(&s_next, 1)] = r;
+                tree_rows[atomicAdd(&s_tree, 1)] = r;
             }
-        }
+        });
         __syncthreads();
         // contraction: the gathered rows are the next frontier (each row is reached once)
         if (tid == 0) {

@@ -90,9 +90,10 @@ class Prediction:
         """Per-axis variance (µm²) of the prediction error with a known velocity (a step's without prediction)."""
         return float(self.class_variance(np.ones(1, bool), clip=clip)[0])
 
-    def edge_distance(self) -> float:
-        """One typical step (µm): a track ending closer than this to the volume's edge most likely left it."""
-        return float(np.sqrt(self.model.ndim * self.step_variance()))
+    def edge_distance(self, clip: bool = True) -> float:
+        """One typical step (µm): a track ending closer than this to the volume's edge most likely left it
+        (``clip``: see :meth:`class_variance`)."""
+        return float(np.sqrt(self.model.ndim * self.step_variance(clip=clip)))
 
     def radius(self, variance: np.ndarray, own: np.ndarray) -> np.ndarray:
         """Search radius (µm) of points with class variance ``variance`` (µm²) and own scatter ``own``."""

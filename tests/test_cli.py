@@ -430,8 +430,8 @@ def test_bad_option_values_are_usage_errors(tmp_path, args, option):
 
 @pytest.mark.parametrize("args, message", [
     (["run", "{stack}", "--spot-radius", "100"], "--spot-radius 100 µm is 250 voxels along z"),
-    (["run", "{stack}", "--voxel-size", "1e-9,1e-9,1e-9", "--spot-radius", "0.5"],
-     "--spot-radius 0.5 µm is 5e+08 voxels along z"),
+    (["run", "{stack}", "--voxel-size", "1e-3,1e-3,1e-3", "--spot-radius", "0.5"],  # (smaller: a unit note too)
+     "--spot-radius 0.5 µm is 500 voxels along z"),
     (["simulate", "{tmp}/s.tif", "--shape", "2000,2000,2000"], "rendering 20 frames of 2000 × 2000 × 2000 voxels"),
     (["simulate", "{tmp}/s.tif", "--voxel-size", "1e-9,1e-9,1e-9"], "--psf-sigma 0.45 µm is 4.5e+08 voxels"),
     (["simulate", "{tmp}/s.tif", "--particles", "1000000000000"], "simulating 1000000000000 particles"),

@@ -85,3 +85,22 @@ def test_neither_4d_nor_3d():
     for shape in [(4, 5), (2, 3, 4, 5, 6)]:
         with pytest.raises(InputError, match=r"\(T, Z, Y, X\) array \(or \(T, Y, X\)"):
             as_stack(np.zeros(shape), (1.0, 1.0, 1.0))
+
+
+@pytest.mark.parametrize(("voxel_size", "hint"), [((500.0, 100.0, 100.0), "in nm, give --voxel-size 0.5,0.1,0.1"),
+                                                  ((5e-7, 1e-7, 1e-7), "in m, give --voxel-size 0.5,0.1,0.1"),
+                                                  ((0.5, 0.1, 0.1), None), ((50.0, 2.0, 2.0), None)])
+def test_a_voxel_size_in_the_wrong_unit_gets_a_note(frames, voxel_size, hint):
+    stack = Stack(np.zeros((2, 3, 4, 4)), voxel_size)
+    unit_notes = [note for note in stack.notes if "light microscope" in note]
+    assert stack.voxel_size == voxel_size  # (used as given)
+    if hint is None:
+        assert unit_notes == []
+    else:
+        assert len(unit_notes) == 1 and hint in unit_notes[0]
+
+
+def test_frames_without_voxels_are_refused():
+    # (a corrupted ImageJ header read by the fuzzer: (3, 4, 0, 16) crashed deep in the threshold's noise model)
+    with pytest.raises(InputError, match="no voxels"):
+        Stack(np.zeros((3, 4, 0, 16)), (0.4, 0.1, 0.1))

@@ -103,8 +103,11 @@ class Stack:
         if len(self.data.shape) != 4:
             raise InputError(f"expected a (T, Z, Y, X) array (or (T, Y, X) for a 2D time series), got shape "
                              f"{tuple(self.data.shape)}")
+        if 0 in tuple(self.data.shape)[1:]:  # (a corrupted file's header can say so; nothing to detect in it)
+            raise InputError(f"the frames have no voxels: shape {tuple(self.data.shape)} (T, Z, Y, X)")
         object.__setattr__(self, "voxel_size", check_voxel_size(self.voxel_size))
-        object.__setattr__(self, "notes", tuple(self.notes))
+        unlikely = voxel_size_unit_note(self.voxel_size)
+        object.__setattr__(self, "notes", tuple(self.notes) + ((unlikely,) if unlikely else ()))
 
     @property
     def shape(self) -> tuple[int, int, int, int]:
@@ -177,6 +180,28 @@ def _one_plane_per_frame(data: Any) -> Any:
     if isinstance(data, np.ndarray) or hasattr(data, "__cuda_array_interface__"):
         return data[:, None]
     return FrameArray((data.shape[0], 1, *data.shape[1:]), data.dtype, lambda t: np.asarray(data[t])[None])
+
+
+LIGHT_MICROSCOPE_VOXEL_UM = (1e-3, 100.0)
+"""Voxel sizes (µm) a light microscope can make: 1 nm (far below any super-resolution pixel) to 100 µm (beyond
+the depth of a thick section). Outside, the size was most likely given in nm or in m (an outside tester's
+``--voxel-size 500,100,100`` gave a 606 µm spot radius and positions 1000x too large, without a word)."""
+
+
+def voxel_size_unit_note(voxel_size: tuple[float, float, float]) -> str | None:
+    """A note for the user when ``voxel_size`` (µm) lies outside :data:`LIGHT_MICROSCOPE_VOXEL_UM`: the unit is
+    likely wrong (the sizes are still used as given). None when it lies inside."""
+    low, high = LIGHT_MICROSCOPE_VOXEL_UM
+    shown = ", ".join(f"{v:g}" for v in voxel_size)
+    if max(voxel_size) > high:
+        unit, factor = "nm", 1e-3
+    elif min(voxel_size) < low:
+        unit, factor = "m", 1e6
+    else:
+        return None
+    suggested = ",".join(f"{v * factor:g}" for v in voxel_size)
+    return (f"voxel size {shown} µm is outside a light microscope's range ({low:g}-{high:g} µm): if it was in "
+            f"{unit}, give --voxel-size {suggested} (sizes are in µm)")
 
 
 def check_voxel_size(voxel_size: Sequence[float], n_planes: int | None = None) -> tuple[float, float, float]:

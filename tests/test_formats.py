@@ -407,6 +407,9 @@ def test_convert_command(tmp_path, rng):
     assert result.exit_code == 0, result.output
     back = read_tracks(tmp_path / "out.txt", "isbi", voxel_size=(0.5, 0.1, 0.1))
     assert points_and_links(back) == points_and_links(tracks)
+    assert "note:" not in result.output
+    result = runner.invoke(main, ["convert", str(tmp_path / "t.csv"), str(tmp_path / "um.isbi.xml")])
+    assert result.exit_code == 0 and "note: no --voxel-size: the ISBI XML holds positions in µm" in result.output
     result = runner.invoke(main, ["convert", str(tmp_path / "t.csv"), str(tmp_path / "t.geff")])
     assert result.exit_code == 1 and "already exists" in result.output
     result = runner.invoke(main, ["convert", str(tmp_path / "t.csv"), str(tmp_path / "t.json")])

@@ -176,6 +176,15 @@ def test_folder_of_planes_by_channel_and_missing_files(tmp_path, movie):
         io.read_stack(folder, channel=0)
 
 
+def test_file_names_without_numbers_say_so(tmp_path, movie):
+    folder = tmp_path / "named"
+    folder.mkdir()
+    for name in ("img_a.tif", "img_b.tif", "img_c.tif"):
+        tifffile.imwrite(folder / name, movie[0, :, 0])
+    with pytest.raises(io.InputError, match="no frame numbers"):
+        io.read_stack(folder)
+
+
 def test_a_file_unlike_the_first_stops_the_read_with_its_name(tmp_path, movie):
     frames = [movie[t, :, 0] for t in range(4)]
     frames[1] = frames[1][:, :6]

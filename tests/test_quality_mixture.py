@@ -190,3 +190,9 @@ def test_detection_keeps_maxima_under_the_range_down_to_the_stack_threshold():
     default = detect_spots(frame, voxel, radius)
     assert low["quality"].min() >= 3.1 and np.any(low["quality"] < 3.5)
     assert default["quality"].min() >= 3.5 and len(low["z"]) > len(default["z"])
+
+
+def test_a_filter_too_fine_to_fit_is_named_in_the_summary():
+    # (threshold_from_maxima's answer for TOO_FINE frames fits no frame: not "the maxima of 0 frames pooled")
+    too_fine = quality_mixture.threshold_from_maxima([quality_mixture.TOO_FINE, quality_mixture.TOO_FINE])
+    assert too_fine.n_frames == 0 and "too fine for the pooled fit" in str(too_fine)

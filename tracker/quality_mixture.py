@@ -132,6 +132,9 @@ class QualityMixture:
     n_frames: int
 
     def __str__(self) -> str:
+        if self.threshold is None and self.n_frames == 0:  # (threshold_from_maxima: TOO_FINE)
+            return (f"threshold: each frame's own (the spot filter is under {SMOOTH_SIGMA:g} voxels along an axis: "
+                    f"too fine for the pooled fit)")
         if self.threshold is None:
             return (f"threshold: each frame's own (the maxima of {self.n_frames} frames pooled show no spots beyond "
                     f"the noise's)")

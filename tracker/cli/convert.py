@@ -51,5 +51,8 @@ def convert_command(source: Path, output: Path, input_format: str | None, output
     check_outputs({"SOURCE": source}, {"OUTPUT": output}, overwrite)
     tracks = read_tracks(source, input_format, voxel_size=voxel_size)
     kind = write_tracks(output, tracks, output_format, overwrite=overwrite, voxel_size=voxel_size)
+    if kind == "isbi" and voxel_size is None:
+        click.echo("note: no --voxel-size: the ISBI XML holds positions in µm where the challenge's files hold "
+                   "voxels; read it back without --voxel-size too", err=True)
     n_tracks = len(set(tracks["track_id"].tolist()))
     click.echo(f"{len(tracks['frame'])} points, {n_tracks} tracks -> {output} ({kind})", err=True)

@@ -72,6 +72,10 @@ def file_grid(folder: Path, files: list[Path]) -> FileGrid:
         Names of several patterns, numbers whose meaning is ambiguous, or a missing file.
     """
     parts = [re.split(r"(\d+)", file.name) for file in files]
+    unnumbered = next((file for file, p in zip(files, parts) if len(p) == 1), None)
+    if unnumbered is not None and len(files) > 1:
+        raise InputError(f"{folder}: the TIFF file names carry no frame numbers ({unnumbered.name}); number them "
+                         "in time order (t000.tif, t001.tif, ...)")
     patterns = {tuple(p[0::2]) for p in parts}
     if len(patterns) > 1:
         other = next(f for f, p in zip(files, parts) if tuple(p[0::2]) != tuple(parts[0][0::2]))

@@ -52,12 +52,12 @@ def test_track_ends_in_the_frame_assignment_help_on_blinking_data(monkeypatch):
 
 
 def test_a_dark_frame_shows_as_missed_detections():
-    from tracker.linking.missing_detections import frame_drops_out
+    from tracker.linking.missing_detections import dark_frames
 
-    assert frame_drops_out(np.repeat([0, 1, 2, 4, 5, 6], 15))  # frame 3 missing from the table: dark
-    assert frame_drops_out(np.repeat(np.arange(6), [15, 15, 15, 1, 15, 15]))  # one stray point left in it
-    assert not frame_drops_out(np.repeat(np.arange(6), [15, 14, 15, 13, 15, 16]))  # counts that vary a little
-    assert not frame_drops_out(np.repeat(np.arange(4), [15, 15, 7, 15]))  # half the spots: for the pair test
-    assert frame_drops_out(np.repeat([0, 2], 15))  # the one frame between the first and the last is empty
-    assert not frame_drops_out(np.repeat([0, 1], 15))  # no frame between them to test
-    assert not frame_drops_out(np.array([], dtype=np.int64))
+    np.testing.assert_array_equal(dark_frames(np.repeat([0, 1, 2, 4, 5, 6], 15)), [3])  # missing from the table
+    np.testing.assert_array_equal(dark_frames(np.repeat(np.arange(6), [15, 15, 15, 1, 15, 15])), [3])  # a stray point
+    assert len(dark_frames(np.repeat(np.arange(6), [15, 14, 15, 13, 15, 16]))) == 0  # counts that vary a little
+    assert len(dark_frames(np.repeat(np.arange(4), [15, 15, 7, 15]))) == 0  # half the spots: for the pair test
+    np.testing.assert_array_equal(dark_frames(np.repeat([5, 7], 15)), [6])  # the one frame between them is empty
+    assert len(dark_frames(np.repeat([0, 1], 15))) == 0  # no frame between the first and the last to test
+    assert len(dark_frames(np.array([], dtype=np.int64))) == 0

@@ -112,7 +112,7 @@ def near_edge(positions: np.ndarray, index: np.ndarray, distance_um: float,
 
 def close_track_gaps(state: TrackState, prediction: Prediction, *, max_gap: int = DEFAULT_MAX_GAP,
                      gap_penalty: float = DEFAULT_GAP_PENALTY, no_link_factor: float = LINKING_DEFAULTS.no_link_factor,
-                     solver: str = "auto") -> int:
+                     solver: str = "auto", dark_frames: np.ndarray | None = None) -> int:
     """:func:`close_gaps` on the tracks of ``state``, with the motion of ``prediction``; the number of gaps closed.
 
     The variances are the motion model's own, not clipped to the frame-to-frame gate (see
@@ -128,7 +128,7 @@ def close_track_gaps(state: TrackState, prediction: Prediction, *, max_gap: int 
         scale=prediction.scale(state, np.arange(len(state))),
         max_displacement_um=prediction.gate if prediction.axis_sd is None else prediction.gate_um,
         max_gap=max_gap, gap_penalty=gap_penalty, no_link_factor=no_link_factor, solver=solver,
-        ndim=prediction.model.ndim, axis_sd=prediction.axis_sd,
+        ndim=prediction.model.ndim, axis_sd=prediction.axis_sd, dark_frames=dark_frames,
     )
 
 
@@ -152,6 +152,7 @@ def close_gaps(
     solver: str = "auto",
     ndim: int = 3,
     axis_sd: np.ndarray | None = None,
+    dark_frames: np.ndarray | None = None,
 ) -> int:
     """Join track ends to later track starts, in place.
 
@@ -181,6 +182,9 @@ def close_gaps(
     axis_sd : (3,) float array, optional
         Where the axes' scatters differ: ``positions``, the velocities and the variances are whitened (each axis
         divided by ``axis_sd``, :mod:`tracker.linking.axis_scatter`), the gate ``max_displacement_um`` still µm.
+    dark_frames : (k,) int array, optional
+        Frames where most detections went missing (:func:`tracker.linking.missing_detections.dark_frames`): a
+        track that ends just before one, or starts just after one, is joined even near the volume's edge.
 
     Returns
     -------
@@ -196,8 +200,10 @@ def close_gaps(
     edge = np.sqrt(ndim * step_variance)
     bounds = bounding_box(positions)
     axes = face_axes(positions, bounds, edge * np.sqrt(max_gap + 1))
-    ends = ends[~near_edge(positions, ends, edge, bounds, axes)]
-    starts = starts[~near_edge(positions, starts, edge, bounds, axes)]
+    # ... except next to a dark frame, where every track ends (starts) whether it is near the edge or not.
+    dark = np.empty(0, dtype=np.int64) if dark_frames is None else np.asarray(dark_frames)
+    ends = ends[~near_edge(positions, ends, edge, bounds, axes) | np.isin(frames[ends] + 1, dark)]
+    starts = starts[~near_edge(positions, starts, edge, bounds, axes) | np.isin(frames[starts] - 1, dark)]
     if max_gap < 1 or len(ends) == 0 or len(starts) == 0:
         return 0
     predicts = residual_variance is not None

@@ -49,7 +49,7 @@ from .candidate_search import CandidateSearch
 from .frame_pair import forward_pass
 from .gate import GateEstimate, estimate_gate
 from .gap_closing import DEFAULT_GAP_PENALTY, DEFAULT_MAX_GAP, bounding_box, close_track_gaps, edge_clearance
-from .missing_detections import MissingRate, frame_drops_out, missed_detection_evidence, radius_cuts_steps
+from .missing_detections import MissingRate, dark_frames, missed_detection_evidence, radius_cuts_steps
 from .motion import MotionModel
 from .point_exchange import exchange_pass
 from .prediction import Prediction
@@ -117,7 +117,7 @@ def link_detections(
         detections: nearby (end, start) pairs in excess of the time-reversed
         pairs chance makes (:func:`tracker.linking.missing_detections.missed_detection_evidence`), or a
         frame with far fewer points than its neighbours (a dark frame,
-        :func:`tracker.linking.missing_detections.frame_drops_out`).
+        :func:`tracker.linking.missing_detections.dark_frames`).
     gap_penalty : float
         Extra cost per missing frame of a gap-closing link (squared
         standard deviations).
@@ -216,11 +216,12 @@ def link_detections(
     else:  # (the smoothing pass links the first pair again anyway)
         relink_first_pair(state, prediction, search, frames, no_link_cost=no_link_cost, solver=solver)
     search.forget_kept()  # (what the forward pass kept for the smoothing pass)
-    closing_gaps = max_gap > 0 and (missing.detections_go_missing() or frame_drops_out(state.frames)
+    dark = dark_frames(state.frames)
+    closing_gaps = max_gap > 0 and (missing.detections_go_missing() or len(dark) > 0
                                     or missed_detection_evidence(state, prediction, missing, max_gap).worth_closing)
     if closing_gaps:
         close_track_gaps(state, prediction, max_gap=max_gap, gap_penalty=gap_penalty, no_link_factor=no_link_factor,
-                         solver=solver)
+                         solver=solver, dark_frames=dark)
 
     summary = LinkSummary(
         persistence=float(prediction.model.current_persistence()) if prediction.predicts() else None,

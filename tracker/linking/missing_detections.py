@@ -196,7 +196,7 @@ def missed_detection_evidence(state: TrackState, prediction: Prediction, missing
     make are more than chance makes. (With the frame-to-frame radius, 4.5 standard deviations, chance filled a
     ball four times larger in 3D: on a third-party stack of 20 frames, 15 particles and one dark frame, 15
     causal pairs against 2.8 by chance became 8 against 0.9, p 3e-7 -> 5e-6; on 8 frames 5 against 2.0, p =
-    0.05, became 4 against 0.48, p = 0.0015, where :func:`frame_drops_out` turns gap closing on.) Points within
+    0.05, became 4 against 0.48, p = 0.0015, where :func:`dark_frames` turns gap closing on.) Points within
     reach of the volume's edge over the longest gap (one typical step times ``sqrt(max_gap + 1)``; flat axes
     have no edge) are left out of both counts: there a track that ends most likely left the volume, and one
     that starts entered it, and a particle that leaves and comes back is a new track, not a missed detection.
@@ -241,29 +241,31 @@ def missed_detection_evidence(state: TrackState, prediction: Prediction, missing
     return MissedDetectionEvidence(causal, reverse, chance)
 
 
-def frame_drops_out(frames: np.ndarray) -> bool:
-    """Whether some frame inside the movie holds far fewer points than the frames on either side of it: a dark
-    frame (shutter, focus or exposure glitch; no points at all in it when the frame is missing from the table).
+def dark_frames(frames: np.ndarray) -> np.ndarray:
+    """The frames inside the movie that hold far fewer points than the frames on either side of them: dark frames
+    (shutter, focus or exposure glitches; a frame with no points at all is missing from the table).
 
-    Particles do not leave all at once, so such a drop is missed detections, and gap closing is worth it whatever
-    the pair counts of :func:`missed_detection_evidence` (which leaves out the tracks near the volume's edge, most
-    of a small volume's). The test: a frame's count ``c`` below the mean ``m`` of its two neighbours' with
-    Poisson probability ``P(X <= c; m)`` at most :data:`EVIDENCE_P_VALUE` divided by the number of frames tested
-    (the counts of real data vary less than a Poisson's: the same particles are there from frame to frame).
+    Particles do not leave all at once, so such a drop is missed detections: gap closing is worth it whatever the
+    pair counts of :func:`missed_detection_evidence` (which leaves out the tracks near the volume's edge, most of
+    a small volume's), and a track that ends just before a dark frame did not leave the volume
+    (:func:`tracker.linking.gap_closing.close_gaps`). The test: a frame's count ``c`` below the mean ``m`` of its
+    two neighbours' with Poisson probability ``P(X <= c; m)`` at most :data:`EVIDENCE_P_VALUE` divided by the
+    number of frames tested (the counts of real data vary less than a Poisson's: the same particles are there from
+    frame to frame).
 
-    ``frames``: the points' frame indices, sorted.
+    ``frames``: the points' frame indices, sorted. Returns the dark frames' indices, ascending (int64).
     """
     if len(frames) == 0:
-        return False
+        return np.empty(0, dtype=np.int64)
     first = int(frames[0])
     counts = np.bincount(frames - first)
     if len(counts) < 3:
-        return False
+        return np.empty(0, dtype=np.int64)
     inside = counts[1:-1]
     expected = 0.5 * (counts[:-2] + counts[2:])
-    # Poisson P(X <= c; m) = Q(c + 1, m), the regularised upper incomplete gamma
+    # Poisson P(X <= c; m) = Q(c + 1, m), the regularised upper incomplete gamma (c >= m never gets that low)
     probability = gammaincc(inside + 1.0, np.maximum(expected, 1e-12))
-    return bool(np.any(probability <= EVIDENCE_P_VALUE / len(inside)))  # (c >= m never gets that low)
+    return (np.flatnonzero(probability <= EVIDENCE_P_VALUE / len(inside)) + first + 1).astype(np.int64)
 
 
 CUT_OFF_EXCESS = 10.0

@@ -198,6 +198,11 @@ def _solve(state, prediction, search, a, b, model, gap_ends, gap_steps, gap_pena
     # a gap row's penalty): any candidate costs less than leaving both of
     # its ends unlinked (see SCALED_NO_LINK_COST).
     alternative = no_link_cost(cost, prediction.gate, no_link_factor) if plain else scaled_no_link
+    if not plain and not prediction.adaptive_radius:
+        # The radius is the gate, beyond DEFAULT_GATE_SIGMAS standard deviations: the alternative keeps its place
+        # relative to the dearest candidate the radius admits, as SCALED_NO_LINK_COST sets it at the adaptive radius.
+        reach = own_scatter_cost(radius**2, variance, own, model.ndim) + penalty
+        alternative = scaled_no_link * max(1.0, float(reach.max()) / DEFAULT_GATE_SIGMAS**2)
     chosen_rows, chosen_cols = lap.solve_gated(rows, cols, cost, (n_rows, len(b)), alternative, solver=solver)
     unassigned_scaled = alternative / (variance if plain else 1.0)
     index = chosen_edge_index(rows, cols, chosen_rows, chosen_cols, len(b))

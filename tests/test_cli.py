@@ -216,6 +216,8 @@ def test_bad_parameters(simulated, tmp_path):
     assert result.exit_code == 2 and "Z,Y,X" in result.output
     result = invoke("run", stack, "-o", tmp_path / "t.csv", "--voxel-size", "1,2")  # (Y,X: 2D series only)
     assert result.exit_code == 1 and "three positive numbers z,y,x" in result.output
+    result = invoke("run", stack, "-o", tmp_path / "t.csv", "--voxel-size", "nan,0.1,0.1")
+    assert result.exit_code == 2 and "finite" in result.output
     result = invoke("run", stack, "-o", tmp_path / "t.csv", "--max-displacement", "-1")
     assert result.exit_code == 2 and "--max-displacement" in result.output
     result = invoke("run", stack, "-o", tmp_path / "t.csv", "--persistence", "1.5")

@@ -147,7 +147,9 @@ class Triple(click.ParamType):
         if len(numbers) not in counts:
             pair = " (or Y,X for a 2D time series)" if self.allow_pair else ""
             self.fail(f"expected three {numbers_text} Z,Y,X{pair}, got {value!r}", param, ctx)
-        if not all(math.isfinite(v) and v > 0 for v in numbers):
+        if not all(math.isfinite(v) for v in numbers):
+            self.fail(f"values must be finite numbers, got {value!r}", param, ctx)
+        if not all(v > 0 for v in numbers):
             self.fail(f"values must be positive, got {value!r}", param, ctx)
         return numbers[0] if len(numbers) == 1 else numbers
 

@@ -176,7 +176,8 @@ def _open(path: Path, axes: str | None, channel: int | None, one_plane: bool = F
         raise
     kept = stack_axes.replace("C", "")
     if kept == "ZYX" and not one_plane:
-        notes.append("single 3D volume: treated as one frame (nothing to link)")
+        notes.append("single 3D volume: treated as one frame (nothing to link; a 2D time series saved as slices? "
+                     "give --axes TYX)")
     elif kept == "TYX":
         notes.append("2D time series: each frame is a volume of one plane (Z = 1)")
     return _Layout(path, stack_axes, shape, index, dtype, found_voxel), tif, notes

@@ -446,7 +446,8 @@ def _true_steps(lengths: np.ndarray, null: np.ndarray, partnered: float, gate: f
     # steps' 99th percentile, 1.83 µm, with true steps in the bins after it).
     cost = MISSED_STEP_COST * (true_within_edges[-1] - true_within_edges) + false_within
     past = np.flatnonzero(edges >= median)
-    best = int(past[np.argmin(cost[past])])
+    best = int(past[len(past) - 1 - np.argmin(cost[past][::-1])])  # (the widest of equal costs: no false link
+    # past the true steps keeps the cost flat to the end, the gate then is the steps' own, as before)
     crossing = float(edges[best]) if best < len(edges) - 1 else np.inf
     return quantile, crossing
 
